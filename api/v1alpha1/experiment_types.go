@@ -1,0 +1,381 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ExperimentKind is the kind name of Experiment.
+const ExperimentKind = "Experiment"
+
+// ExperimentSpec describes clusters, the components delivered to them and the
+// workflow that validates the result.
+// +kubebuilder:validation:XValidation:rule="self.targets.all(t, !has(t.depends) || t.depends.all(d, d != t.name && self.targets.exists(o, o.name == d)))",message="every entry of targets[].depends must name another target of this Experiment"
+type ExperimentSpec struct {
+	// Description of the experiment, for humans.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// RepositoryRef names the Repository Scribe publishes to; defaults to the
+	// Repository named "default" in the Experiment's namespace.
+	// +optional
+	RepositoryRef *LocalObjectReference `json:"repositoryRef,omitempty"`
+
+	// Targets are the clusters of the experiment and what runs on each.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +required
+	Targets []Target `json:"targets"`
+
+	// Workflow validates the experiment once every target is ready.
+	// +optional
+	Workflow *ExperimentWorkflow `json:"workflow,omitempty"`
+}
+
+// Target is one cluster of an experiment.
+type Target struct {
+	// Name of the target, unique in the Experiment; a DNS label.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=40
+	// +required
+	Name string `json:"name"`
+
+	// Cluster the target runs on.
+	// +required
+	Cluster ClusterSpec `json:"cluster"`
+
+	// Components delivered to the cluster, each resolved through the catalog.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Components []Component `json:"components,omitempty"`
+
+	// Observability wires the cluster's telemetry to the hub.
+	// +optional
+	Observability *Observability `json:"observability,omitempty"`
+
+	// Depends names targets that must be Ready before this one's components are delivered.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Depends []string `json:"depends,omitempty"`
+}
+
+// ClusterType is where a target's cluster comes from.
+// +kubebuilder:validation:Enum=gke;talos;vcluster;hub
+type ClusterType string
+
+// Cluster types.
+const (
+	ClusterGKE      ClusterType = "gke"
+	ClusterTalos    ClusterType = "talos"
+	ClusterVCluster ClusterType = "vcluster"
+	ClusterHub      ClusterType = "hub"
+)
+
+// ClusterSpec describes a target's cluster.
+// +kubebuilder:validation:XValidation:rule="self.type in ['gke', 'talos'] || !has(self.zone)",message="zone is only valid for gke and talos clusters"
+// +kubebuilder:validation:XValidation:rule="self.type in ['gke', 'talos'] || !has(self.machineType)",message="machineType is only valid for gke and talos clusters"
+type ClusterSpec struct {
+	// Type: gke (Cluster API + GCP provider), talos (Cluster API + Talos on
+	// GCP), vcluster (a virtual cluster on the hub, via Flux HelmRelease) or
+	// hub (the cluster Scribe's applier runs on).
+	// +required
+	Type ClusterType `json:"type"`
+
+	// Zone of the cluster's nodes, for example us-central1-a.
+	// +kubebuilder:validation:Pattern="^[a-z]+-[a-z]+[0-9]+-[a-z]$"
+	// +optional
+	Zone string `json:"zone,omitempty"`
+
+	// NodeCount is the number of worker nodes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	NodeCount *int32 `json:"nodeCount,omitempty"`
+
+	// MachineType of the nodes, for example e2-medium.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	MachineType string `json:"machineType,omitempty"`
+
+	// Preemptible asks for preemptible (spot) nodes.
+	// +optional
+	Preemptible bool `json:"preemptible,omitempty"`
+}
+
+// Component names one catalog entry to deliver to a target. Exactly one of
+// app, workflow or config is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.app), has(self.workflow), has(self.config)].filter(x, x).size() == 1",message="exactly one of app, workflow or config must be set"
+type Component struct {
+	// App is the catalog name of an application (Kustomization or HelmRelease).
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +optional
+	App string `json:"app,omitempty"`
+
+	// Workflow is the catalog name of a workflow template run on the target.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
+
+	// Config is the catalog name of a configuration bundle.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +optional
+	Config string `json:"config,omitempty"`
+
+	// Params are checked against the catalog entry's parameter schema.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Params *apiextensionsv1.JSON `json:"params,omitempty"`
+}
+
+// Observability wires a target's telemetry.
+type Observability struct {
+	// Enabled turns telemetry shipping on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// Transport from the target to the hub's collectors.
+	// +kubebuilder:validation:Enum=direct;tailscale
+	// +kubebuilder:default=direct
+	// +optional
+	Transport string `json:"transport,omitempty"`
+	// Tenant the telemetry is stored under.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +optional
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// ExperimentWorkflow is the validation workflow of an experiment.
+// +kubebuilder:validation:XValidation:rule="self.engine == 'testkube' || !has(self.testkube)",message="testkube is only valid with engine: testkube"
+// +kubebuilder:validation:XValidation:rule="self.engine != 'testkube' || has(self.testkube)",message="engine: testkube needs the testkube section"
+// +kubebuilder:validation:XValidation:rule="self.engine != 'argo' || has(self.template)",message="engine: argo needs a template"
+type ExperimentWorkflow struct {
+	// Engine runs the workflow: Argo Workflows or Testkube.
+	// +kubebuilder:validation:Enum=argo;testkube
+	// +kubebuilder:default=argo
+	// +optional
+	Engine string `json:"engine,omitempty"`
+
+	// Template is the catalog name of the workflow template.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +optional
+	Template string `json:"template,omitempty"`
+
+	// Params are passed to the template as arguments.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Params *apiextensionsv1.JSON `json:"params,omitempty"`
+
+	// Completion says when the experiment is Complete.
+	// +optional
+	Completion *Completion `json:"completion,omitempty"`
+
+	// Testkube configures an agent evaluation run by Testkube.
+	// +optional
+	Testkube *TestkubeSpec `json:"testkube,omitempty"`
+}
+
+// Completion says when an experiment ends.
+type Completion struct {
+	// Mode: workflow (when the workflow finishes) or manual (when the
+	// annotation scribe.dev/complete is set).
+	// +kubebuilder:validation:Enum=workflow;manual
+	// +kubebuilder:default=workflow
+	// +optional
+	Mode string `json:"mode,omitempty"`
+	// Timeout fails the experiment when the workflow runs longer.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// TestkubeSpec is an agent evaluation: a dataset or inline scenarios run
+// against an agent and judged by a model.
+// +kubebuilder:validation:XValidation:rule="has(self.dataset) != has(self.scenarios)",message="exactly one of dataset or scenarios must be set"
+type TestkubeSpec struct {
+	// Dataset to evaluate, fetched by the workflow's setup step.
+	// +optional
+	Dataset *Dataset `json:"dataset,omitempty"`
+
+	// Scenarios are inline test cases, written into the experiment.json ConfigMap.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=500
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Scenarios []Scenario `json:"scenarios,omitempty"`
+
+	// AgentRef is the Service of the agent under test.
+	// +required
+	AgentRef AgentReference `json:"agentRef"`
+
+	// LLMAsAJudgeModel is the model that grades the agent's answers.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	LLMAsAJudgeModel string `json:"llmAsAJudgeModel"`
+
+	// Trigger re-runs the evaluation when the agent's Deployment changes.
+	// +optional
+	Trigger *Trigger `json:"trigger,omitempty"`
+}
+
+// Dataset names an evaluation dataset.
+type Dataset struct {
+	// URL of the dataset (https://, s3://, gs:// or oci://).
+	// +kubebuilder:validation:Pattern="^(https|s3|gs|oci)://.+$"
+	// +required
+	URL string `json:"url"`
+	// Format of the dataset.
+	// +kubebuilder:validation:Enum=jsonl;csv;parquet
+	// +kubebuilder:default=jsonl
+	// +optional
+	Format string `json:"format,omitempty"`
+}
+
+// Scenario is one inline evaluation case.
+type Scenario struct {
+	// Name of the scenario, unique in the list.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +required
+	Name string `json:"name"`
+	// Input sent to the agent.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Input string `json:"input"`
+	// ExpectedOutput the judge compares the answer with.
+	// +optional
+	ExpectedOutput string `json:"expectedOutput,omitempty"`
+	// Tags group scenarios in reports.
+	// +listType=set
+	// +optional
+	Tags []string `json:"tags,omitempty"`
+}
+
+// AgentReference names the Service of an agent.
+type AgentReference struct {
+	// Name of the agent's Service.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+	// Namespace of the Service; defaults to the Experiment's namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Port of the Service.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=80
+	// +optional
+	Port int32 `json:"port,omitempty"`
+}
+
+// Trigger configures a Testkube TestTrigger.
+type Trigger struct {
+	// Enabled renders a TestTrigger watching the agent's Deployment.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// ExperimentPhase is the lifecycle phase of an Experiment.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Running;Complete;Failed
+type ExperimentPhase string
+
+// Experiment phases.
+const (
+	ExperimentPending      ExperimentPhase = "Pending"
+	ExperimentProvisioning ExperimentPhase = "Provisioning"
+	ExperimentReady        ExperimentPhase = "Ready"
+	ExperimentRunning      ExperimentPhase = "Running"
+	ExperimentComplete     ExperimentPhase = "Complete"
+	ExperimentFailed       ExperimentPhase = "Failed"
+)
+
+// TargetStatus is the observed state of one target.
+type TargetStatus struct {
+	// Name of the target.
+	Name string `json:"name"`
+	// Phase of the target.
+	// +optional
+	Phase ExperimentPhase `json:"phase,omitempty"`
+	// ClusterReady says the target's cluster reported Ready.
+	// +optional
+	ClusterReady bool `json:"clusterReady,omitempty"`
+	// KubeconfigSecret is the Secret holding the cluster's kubeconfig.
+	// +optional
+	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
+	// Message explains the phase.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// WorkflowStatus is the observed state of the validation workflow.
+type WorkflowStatus struct {
+	// Kind and name of the workflow object.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Phase reported by the workflow engine.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Message reported by the workflow engine.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ExperimentStatus is the observed state of an Experiment.
+type ExperimentStatus struct {
+	CommonStatus `json:",inline"`
+
+	// Phase of the experiment; each phase is entered only on evidence read back from the cluster.
+	// +optional
+	Phase ExperimentPhase `json:"phase,omitempty"`
+
+	// Targets is the per-target state.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Targets []TargetStatus `json:"targets,omitempty"`
+
+	// Workflow is the state of the validation workflow.
+	// +optional
+	Workflow *WorkflowStatus `json:"workflow,omitempty"`
+}
+
+// Experiment describes clusters, the apps delivered to them and a validation
+// workflow. Scribe renders it to Git and drives its phases from what the
+// applier reports back.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=exp
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Experiment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ExperimentSpec `json:"spec"`
+	// +optional
+	Status ExperimentStatus `json:"status,omitempty"`
+}
+
+// ExperimentList is a list of Experiments.
+// +kubebuilder:object:root=true
+type ExperimentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Experiment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Experiment{}, &ExperimentList{})
+}

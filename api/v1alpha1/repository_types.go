@@ -1,0 +1,199 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RepositoryKind is the kind name of Repository.
+const RepositoryKind = "Repository"
+
+// RepositorySpec says where Scribe publishes rendered manifests and which
+// GitOps applier (Flux or Argo CD) applies them.
+// +kubebuilder:validation:XValidation:rule="has(self.git) != has(self.oci)",message="exactly one of git or oci must be set"
+type RepositorySpec struct {
+	// Git publishes rendered manifests as commits to a Git branch.
+	// +optional
+	Git *GitRepositorySpec `json:"git,omitempty"`
+
+	// OCI publishes rendered manifests as a Flux OCI artifact.
+	// +optional
+	OCI *OCIRepositorySpec `json:"oci,omitempty"`
+
+	// Applier is the GitOps tool that applies what Scribe publishes, and the
+	// name of its source object that Scribe asks to reconcile after a push.
+	// +required
+	Applier ApplierSpec `json:"applier"`
+
+	// Catalog optionally adds the user's component catalog, kept in a Flux
+	// source, to the built-in one. Entries of the user catalog take precedence.
+	// +optional
+	Catalog *CatalogSource `json:"catalog,omitempty"`
+}
+
+// GitRepositorySpec describes a Git remote.
+type GitRepositorySpec struct {
+	// URL of the remote: https://, http:// or ssh://.
+	// +kubebuilder:validation:Pattern="^(https?|ssh)://.+$"
+	// +required
+	URL string `json:"url"`
+
+	// Branch Scribe commits to.
+	// +kubebuilder:default=main
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Path in the repository under which Scribe writes
+	// `<namespace>/<kind>/<name>/`. Scribe never writes outside its own paths.
+	// +kubebuilder:default="."
+	// +kubebuilder:validation:Pattern="^[^/].*$|^\\.$"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// SecretRef holds credentials: `username`+`password` or `bearerToken`
+	// for HTTPS; `identity` (private key) and `known_hosts` for SSH.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Author of Scribe's commits.
+	// +optional
+	Author *CommitAuthor `json:"author,omitempty"`
+
+	// Signing signs Scribe's commits with a GPG or SSH key.
+	// +optional
+	Signing *CommitSigning `json:"signing,omitempty"`
+
+	// PullRequest, when set, makes Scribe push each change to its own branch
+	// and open a pull request instead of committing to Branch.
+	// +optional
+	PullRequest *PullRequestSpec `json:"pullRequest,omitempty"`
+}
+
+// CommitAuthor is the name and email on Scribe's commits.
+type CommitAuthor struct {
+	// Name of the author.
+	// +kubebuilder:default=scribe
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Email of the author.
+	// +kubebuilder:default="scribe@scribe.dev"
+	// +optional
+	Email string `json:"email,omitempty"`
+}
+
+// CommitSigning names the key that signs commits.
+type CommitSigning struct {
+	// Format of the signature.
+	// +kubebuilder:validation:Enum=gpg;ssh
+	// +required
+	Format string `json:"format"`
+	// SecretRef holds the key (`git.asc` for GPG, `identity` for SSH) and an
+	// optional `passphrase`.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// PullRequestSpec configures promotion by pull request.
+type PullRequestSpec struct {
+	// Provider is the forge's API flavour.
+	// +kubebuilder:validation:Enum=github;gitlab;gitea
+	// +required
+	Provider string `json:"provider"`
+	// Base is the branch pull requests target; defaults to the Git branch.
+	// +optional
+	Base string `json:"base,omitempty"`
+	// APIURL overrides the forge API endpoint (GitHub Enterprise, self-hosted GitLab or Gitea).
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+	// SecretRef holds the forge API `token`.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// OCIRepositorySpec describes an OCI repository.
+type OCIRepositorySpec struct {
+	// URL of the OCI repository, oci://host/path.
+	// +kubebuilder:validation:Pattern="^oci://.+$"
+	// +required
+	URL string `json:"url"`
+	// SecretRef is a docker-config Secret (`.dockerconfigjson`) for the registry.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// ApplierSpec names the GitOps tool that applies the published manifests.
+type ApplierSpec struct {
+	// Kind of applier.
+	// +kubebuilder:validation:Enum=Flux;ArgoCD
+	// +kubebuilder:default=Flux
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Namespace of the applier's objects: where Scribe's rendered Flux
+	// Kustomizations or Argo CD Applications live (flux-system, argocd).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Namespace string `json:"namespace"`
+	// Name of the source object that syncs this repository: the Flux
+	// GitRepository/OCIRepository, or the Argo CD repository URL's Application.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+}
+
+// CatalogSource references a user catalog kept in a Flux source.
+type CatalogSource struct {
+	// Kind of the Flux source.
+	// +kubebuilder:validation:Enum=GitRepository;OCIRepository
+	// +required
+	Kind string `json:"kind"`
+	// Name of the Flux source.
+	// +required
+	Name string `json:"name"`
+	// Namespace of the Flux source; defaults to the Repository's namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Path of the catalog's CUE files inside the source artifact.
+	// +kubebuilder:default="."
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// RepositoryStatus is the observed state of a Repository.
+type RepositoryStatus struct {
+	CommonStatus `json:",inline"`
+
+	// LastAccessCheck is when Scribe last reached the remote successfully.
+	// +optional
+	LastAccessCheck *metav1.Time `json:"lastAccessCheck,omitempty"`
+}
+
+// Repository is where Scribe publishes rendered manifests, and who applies them.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=srepo
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.git.url`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Repository struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec RepositorySpec `json:"spec"`
+	// +optional
+	Status RepositoryStatus `json:"status,omitempty"`
+}
+
+// RepositoryList is a list of Repositories.
+// +kubebuilder:object:root=true
+type RepositoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Repository `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Repository{}, &RepositoryList{})
+}

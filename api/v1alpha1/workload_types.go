@@ -1,0 +1,493 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WorkloadKind is the kind name of Workload.
+const WorkloadKind = "Workload"
+
+// WorkloadSpec describes a versioned service: its versions, how it scales,
+// where it is scheduled, how traffic reaches it and how a new version rolls out.
+// +kubebuilder:validation:XValidation:rule="!has(self.scaling) || !has(self.replicas)",message="replicas cannot be set together with scaling"
+type WorkloadSpec struct {
+	// RepositoryRef names the Repository Scribe publishes to; defaults to the
+	// Repository named "default" in the Workload's namespace.
+	// +optional
+	RepositoryRef *LocalObjectReference `json:"repositoryRef,omitempty"`
+
+	// Versions of the service. The last entry is the newest; adding an entry
+	// starts a rollout to it, removing one decommissions it.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +required
+	Versions []Version `json:"versions"`
+
+	// Replicas of each version when scaling is not set.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Service exposes every version under one stable DNS name and each version under its own.
+	// +required
+	Service ServiceSpec `json:"service"`
+
+	// Scaling autoscales each version with an HPA or a KEDA ScaledObject.
+	// +optional
+	Scaling *Scaling `json:"scaling,omitempty"`
+
+	// Scheduling places the pods: node selection, tolerations, affinity, GPU and TEE nodes.
+	// +optional
+	Scheduling *Scheduling `json:"scheduling,omitempty"`
+
+	// Traffic routes requests through the Gateway API; backend weights come from the rollout.
+	// +optional
+	Traffic *Traffic `json:"traffic,omitempty"`
+
+	// Rollout says how a new version takes over traffic.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
+
+	// Decommission says when a drained version is removed.
+	// +optional
+	Decommission *Decommission `json:"decommission,omitempty"`
+}
+
+// Version is one release of the service.
+type Version struct {
+	// Name of the version, a DNS label (for example v2 or 2024-06-01).
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=30
+	// +required
+	Name string `json:"name"`
+
+	// Image reference, pinned by tag or digest.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Image string `json:"image"`
+
+	// Command overrides the image's entrypoint.
+	// +listType=atomic
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args to the entrypoint.
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env are plain environment variables. Secrets are referenced with
+	// valueFrom, never inlined.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// Config is rendered into a ConfigMap mounted at /etc/config.
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+
+	// Resources of the container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Probes of the container.
+	// +optional
+	Probes *Probes `json:"probes,omitempty"`
+
+	// Scaling overrides the Workload's scaling for this version.
+	// +optional
+	Scaling *Scaling `json:"scaling,omitempty"`
+}
+
+// Probes are the container's health probes.
+type Probes struct {
+	// +optional
+	Readiness *corev1.Probe `json:"readiness,omitempty"`
+	// +optional
+	Liveness *corev1.Probe `json:"liveness,omitempty"`
+	// +optional
+	Startup *corev1.Probe `json:"startup,omitempty"`
+}
+
+// ServiceSpec describes the Services of a Workload.
+type ServiceSpec struct {
+	// Name of the stable Service; defaults to the Workload's name. Each
+	// version also gets `<name>-<version>`.
+	// +kubebuilder:validation:Pattern="^[a-z]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=50
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Ports the service listens on.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=map
+	// +listMapKey=name
+	// +required
+	Ports []ServicePort `json:"ports"`
+}
+
+// ServicePort is one port of the service.
+type ServicePort struct {
+	// Name of the port.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=15
+	// +required
+	Name string `json:"name"`
+	// Port the Service listens on.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	Port int32 `json:"port"`
+	// TargetPort the container listens on; defaults to Port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	TargetPort int32 `json:"targetPort,omitempty"`
+	// Protocol of the port.
+	// +kubebuilder:validation:Enum=TCP;UDP;SCTP
+	// +kubebuilder:default=TCP
+	// +optional
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+	// AppProtocol, for example http, h2c or grpc.
+	// +optional
+	AppProtocol string `json:"appProtocol,omitempty"`
+}
+
+// Scaling chooses one autoscaler.
+// +kubebuilder:validation:XValidation:rule="has(self.hpa) != has(self.keda)",message="exactly one of hpa or keda must be set"
+type Scaling struct {
+	// HPA scales on CPU and memory utilisation.
+	// +optional
+	HPA *HPAScaling `json:"hpa,omitempty"`
+	// KEDA scales on external triggers with a ScaledObject.
+	// +optional
+	KEDA *KEDAScaling `json:"keda,omitempty"`
+}
+
+// HPAScaling configures a HorizontalPodAutoscaler (autoscaling/v2).
+// +kubebuilder:validation:XValidation:rule="self.maxReplicas >= self.minReplicas",message="maxReplicas must be >= minReplicas"
+// +kubebuilder:validation:XValidation:rule="has(self.cpu) || has(self.memory)",message="at least one of cpu or memory must be set"
+type HPAScaling struct {
+	// MinReplicas of each version.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	MinReplicas int32 `json:"minReplicas,omitempty"`
+	// MaxReplicas of each version.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	MaxReplicas int32 `json:"maxReplicas"`
+	// CPU is the target average CPU utilisation, in percent of requests.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	CPU *int32 `json:"cpu,omitempty"`
+	// Memory is the target average memory utilisation, in percent of requests.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Memory *int32 `json:"memory,omitempty"`
+}
+
+// KEDAScaling configures a KEDA ScaledObject.
+// +kubebuilder:validation:XValidation:rule="self.maxReplicaCount >= self.minReplicaCount",message="maxReplicaCount must be >= minReplicaCount"
+type KEDAScaling struct {
+	// MinReplicaCount of each version; 0 allows scale to zero.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=0
+	// +optional
+	MinReplicaCount int32 `json:"minReplicaCount,omitempty"`
+	// MaxReplicaCount of each version.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	MaxReplicaCount int32 `json:"maxReplicaCount"`
+	// Triggers of the ScaledObject.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	// +required
+	Triggers []KEDATrigger `json:"triggers"`
+}
+
+// KEDATrigger is one KEDA scaler.
+type KEDATrigger struct {
+	// Type of the scaler, for example prometheus, kafka or cpu.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Type string `json:"type"`
+	// Metadata of the scaler.
+	// +required
+	Metadata map[string]string `json:"metadata"`
+	// AuthenticationRef names a KEDA TriggerAuthentication.
+	// +optional
+	AuthenticationRef *LocalObjectReference `json:"authenticationRef,omitempty"`
+}
+
+// Scheduling places the pods.
+type Scheduling struct {
+	// NodeSelector of the pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// GPU requests GPUs and schedules onto GPU nodes.
+	// +optional
+	GPU *GPU `json:"gpu,omitempty"`
+	// TEE schedules onto confidential-computing nodes.
+	// +optional
+	TEE *TEE `json:"tee,omitempty"`
+}
+
+// GPU asks for GPUs.
+type GPU struct {
+	// Type of GPU, the value of the node label cloud.google.com/gke-accelerator (for example nvidia-l4).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Type string `json:"type"`
+	// Count of GPUs per pod.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +kubebuilder:default=1
+	// +optional
+	Count int32 `json:"count,omitempty"`
+}
+
+// TEE asks for a trusted execution environment.
+type TEE struct {
+	// Type of TEE.
+	// +kubebuilder:validation:Enum=amd-sev-snp;intel-tdx;nvidia-cc
+	// +required
+	Type string `json:"type"`
+}
+
+// Traffic routes requests to the Workload through the Gateway API.
+type Traffic struct {
+	// ParentRefs are the Gateways the HTTPRoute attaches to.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	// +required
+	ParentRefs []ParentReference `json:"parentRefs"`
+	// Hostnames the route matches.
+	// +listType=set
+	// +optional
+	Hostnames []string `json:"hostnames,omitempty"`
+	// PathPrefix the route matches.
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:Pattern="^/.*$"
+	// +optional
+	PathPrefix string `json:"pathPrefix,omitempty"`
+	// Port of the service that receives the traffic; defaults to the first port.
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+}
+
+// ParentReference is a Gateway API parent reference.
+type ParentReference struct {
+	// Name of the Gateway.
+	// +required
+	Name string `json:"name"`
+	// Namespace of the Gateway; defaults to the Workload's namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// SectionName is the Gateway listener.
+	// +optional
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// Rollout says how a new version takes over.
+type Rollout struct {
+	// Strategy: canary shifts traffic in steps, blueGreen switches at once
+	// after checks, rolling replaces the version without traffic split.
+	// +kubebuilder:validation:Enum=canary;blueGreen;rolling
+	// +kubebuilder:default=canary
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+
+	// Steps of a canary: each sets the new version's traffic weight and holds
+	// for pause. Weights rise and end at 100.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self[self.size() - 1].weight == 100",message="the last step's weight must be 100"
+	// +kubebuilder:validation:XValidation:rule="self.map(s, s.weight).isSorted() && self.all(s, self.exists_one(o, o.weight == s.weight))",message="step weights must rise strictly"
+	// +listType=atomic
+	// +optional
+	Steps []RolloutStep `json:"steps,omitempty"`
+
+	// Analysis checks the new version while a step holds.
+	// +optional
+	Analysis *Analysis `json:"analysis,omitempty"`
+
+	// Promotion: auto commits each step; pullRequest opens a pull request per step.
+	// +kubebuilder:validation:Enum=auto;pullRequest
+	// +kubebuilder:default=auto
+	// +optional
+	Promotion string `json:"promotion,omitempty"`
+}
+
+// RolloutStep is one canary step.
+type RolloutStep struct {
+	// Weight of the new version, in percent.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	Weight int32 `json:"weight"`
+	// Pause holds the step this long after it is applied and healthy.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Pause *metav1.Duration `json:"pause,omitempty"`
+}
+
+// Analysis checks a new version.
+type Analysis struct {
+	// Interval between checks.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:default="30s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Threshold is the number of failed checks that rolls back.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=3
+	// +optional
+	Threshold int32 `json:"threshold,omitempty"`
+	// Checks run every interval.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is one analysis check.
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.query) && has(self.address))",message="a prometheus check needs query and address"
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || double(self.min) <= double(self.max)",message="min must be <= max"
+type Check struct {
+	// Name of the check.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +required
+	Name string `json:"name"`
+	// Type: availability (Deployment available), restarts (container
+	// restarts at most max), prometheus (query result within [min, max]).
+	// +kubebuilder:validation:Enum=availability;restarts;prometheus
+	// +required
+	Type string `json:"type"`
+	// Address of the Prometheus server.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// Query in PromQL; `{{version}}` is replaced with the version's name.
+	// +optional
+	Query string `json:"query,omitempty"`
+	// Min of the accepted range, a decimal number.
+	// +kubebuilder:validation:Pattern="^-?[0-9]+(\\.[0-9]+)?$"
+	// +optional
+	Min string `json:"min,omitempty"`
+	// Max of the accepted range, a decimal number.
+	// +kubebuilder:validation:Pattern="^-?[0-9]+(\\.[0-9]+)?$"
+	// +optional
+	Max string `json:"max,omitempty"`
+}
+
+// Decommission configures removal of drained versions.
+type Decommission struct {
+	// GracePeriod a version stays deployed after it stops receiving traffic.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:default="10m"
+	// +optional
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+}
+
+// WorkloadPhase is the lifecycle phase of a Workload.
+// +kubebuilder:validation:Enum=Pending;Progressing;Healthy;RolledBack;Failed
+type WorkloadPhase string
+
+// Workload phases.
+const (
+	WorkloadPending     WorkloadPhase = "Pending"
+	WorkloadProgressing WorkloadPhase = "Progressing"
+	WorkloadHealthy     WorkloadPhase = "Healthy"
+	WorkloadRolledBack  WorkloadPhase = "RolledBack"
+	WorkloadFailed      WorkloadPhase = "Failed"
+)
+
+// VersionWeight is the share of traffic a version receives.
+type VersionWeight struct {
+	// Version name.
+	Version string `json:"version"`
+	// Weight in percent.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Weight int32 `json:"weight"`
+}
+
+// WorkloadStatus is the observed state of a Workload.
+type WorkloadStatus struct {
+	CommonStatus `json:",inline"`
+
+	// Phase of the Workload.
+	// +optional
+	Phase WorkloadPhase `json:"phase,omitempty"`
+
+	// StableVersion receives the traffic the canary does not.
+	// +optional
+	StableVersion string `json:"stableVersion,omitempty"`
+
+	// CanaryVersion is the version being rolled out, if any.
+	// +optional
+	CanaryVersion string `json:"canaryVersion,omitempty"`
+
+	// Step is the index in spec.rollout.steps of the committed step; -1 before the first.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+
+	// Traffic is the traffic split Scribe last committed. The render uses it;
+	// without it the newest version receives all traffic.
+	// +listType=map
+	// +listMapKey=version
+	// +optional
+	Traffic []VersionWeight `json:"traffic,omitempty"`
+}
+
+// Workload is a versioned service with autoscaling and canary rollouts.
+// Scribe renders it to Git and moves traffic only on health read back.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=wl
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.stableVersion`
+// +kubebuilder:printcolumn:name="Canary",type=string,JSONPath=`.status.canaryVersion`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Workload struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec WorkloadSpec `json:"spec"`
+	// +optional
+	Status WorkloadStatus `json:"status,omitempty"`
+}
+
+// WorkloadList is a list of Workloads.
+// +kubebuilder:object:root=true
+type WorkloadList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Workload `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Workload{}, &WorkloadList{})
+}
