@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// renderFlags are the flags shared by render, validate and diff.
+type renderFlags struct {
+	files      []string
+	catalogs   []string
+	path       string
+	applier    string
+	applierNS  string
+	sourceName string
+	sourceKind string
+	repoURL    string
+	revision   string
+	gcpProject string
+}
+
+func (f *renderFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&f.files, "file", "f", nil, "custom resource file or directory (*.yaml, *.yml, *.json); repeatable")
+	fl.StringArrayVar(&f.catalogs, "catalog", nil, "directory with a user component catalog (CUE package catalog); repeatable, later wins")
+	fl.StringVar(&f.path, "path", ".", "path in the repository under which <namespace>/<kind>/<name>/ is written")
+	fl.StringVar(&f.applier, "applier", "Flux", "applier of the rendered directory: Flux or ArgoCD")
+	fl.StringVar(&f.applierNS, "applier-namespace", "", "namespace of the applier objects (default flux-system, or argocd)")
+	fl.StringVar(&f.sourceName, "source-name", "scribe", "name of the Flux source that syncs the repository")
+	fl.StringVar(&f.sourceKind, "source-kind", "GitRepository", "kind of that Flux source: GitRepository or OCIRepository")
+	fl.StringVar(&f.repoURL, "repo-url", "", "repository URL (required with --applier ArgoCD)")
+	fl.StringVar(&f.revision, "revision", "main", "branch Argo CD tracks")
+	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	_ = cmd.MarkFlagRequired("file")
+}
+
+func (f *renderFlags) publish() (render.Publish, error) {
+	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: f.applier, Namespace: f.applierNS, Name: f.sourceName, SourceKind: f.sourceKind, RepoURL: f.repoURL, Revision: f.revision}}
+	switch f.applier {
+	case "Flux":
+		if p.Applier.Namespace == "" {
+			p.Applier.Namespace = "flux-system"
+		}
+		if f.sourceKind != "GitRepository" && f.sourceKind != "OCIRepository" {
+			return p, fmt.Errorf("--source-kind must be GitRepository or OCIRepository, not %q", f.sourceKind)
+		}
+	case "ArgoCD":
+		if p.Applier.Namespace == "" {
+			p.Applier.Namespace = "argocd"
+		}
+		if f.repoURL == "" {
+			return p, fmt.Errorf("--repo-url is required with --applier ArgoCD")
+		}
+	default:
+		return p, fmt.Errorf("--applier must be Flux or ArgoCD, not %q", f.applier)
+	}
+	return p, nil
+}
+
+// renderAll loads every CR named by --file and renders it. All input errors
+// are collected and returned together.
+func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
+	pub, err := f.publish()
+	if err != nil {
+		return nil, err
+	}
+	var opts []render.Option
+	for _, c := range f.catalogs {
+		if _, err := os.Stat(c); err != nil {
+			return nil, fmt.Errorf("--catalog: %w", err)
+		}
+		opts = append(opts, render.WithCatalog(os.DirFS(c)))
+	}
+	engine, err := render.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	files, err := expandFiles(f.files)
+	if err != nil {
+		return nil, err
+	}
+	var bundles []*render.Bundle
+	var problems []string
+	seen := map[string]string{}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", file, err)
+		}
+		objs, err := render.ObjectsFromYAML(data)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", file, err))
+			continue
+		}
+		for _, obj := range objs {
+			b, err := engine.Render(ctx, render.Input{Object: obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", file, err))
+				continue
+			}
+			if prev, dup := seen[b.Dir]; dup {
+				problems = append(problems, fmt.Sprintf("%s: %s is also rendered from %s", file, b.Dir, prev))
+				continue
+			}
+			seen[b.Dir] = file
+			bundles = append(bundles, b)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
+	}
+	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Dir < bundles[j].Dir })
+	return bundles, nil
+}
+
+// expandFiles turns files and directories into a sorted list of manifest files.
+func expandFiles(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, fmt.Errorf("--file: %w", err)
+		}
+		if !st.IsDir() {
+			out = append(out, a)
+			continue
+		}
+		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch strings.ToLower(filepath.Ext(p)) {
+			case ".yaml", ".yml", ".json":
+				if !d.IsDir() {
+					out = append(out, p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--file %s: %w", a, err)
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--file: no *.yaml, *.yml or *.json files in %s", strings.Join(args, ", "))
+	}
+	return out, nil
+}

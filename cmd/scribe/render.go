@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scribe-gitops/scribe/publish"
+)
+
+func newRenderCmd() *cobra.Command {
+	var f renderFlags
+	var out string
+	cmd := &cobra.Command{
+		Use:   "render -f FILE|DIR [-o DIR]",
+		Short: "Render custom resources offline, as the controller would",
+		Long: `Render validates each Experiment and Workload as the kube-apiserver would,
+renders it through the embedded CUE templates, checks every object against its
+schema, and writes the repository tree to -o DIR (atomically: on any error
+nothing is written) or, without -o, a YAML stream to stdout.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bundles, err := f.renderAll(cmd.Context())
+			if err != nil {
+				return &codeError{code: exitError, err: err}
+			}
+			if out != "" {
+				if err := publish.WriteDir(out, bundles); err != nil {
+					return &codeError{code: exitError, err: err}
+				}
+				return nil
+			}
+			w := cmd.OutOrStdout()
+			first := true
+			for _, b := range bundles {
+				for _, file := range b.Files {
+					if !isManifest(file.Path) {
+						continue
+					}
+					if !first {
+						fmt.Fprintln(w, "---")
+					}
+					first = false
+					fmt.Fprintf(w, "# Source: %s\n", file.Path)
+					if _, err := w.Write(file.Data); err != nil {
+						return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
+					}
+				}
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the repository tree to this directory (replaced atomically)")
+	return cmd
+}
+
+// isManifest says whether a bundle file is a Kubernetes object (not the
+// kustomization.yaml or the provenance file).
+func isManifest(p string) bool {
+	return len(p) > 5 && p[len(p)-5:] == ".yaml" && !hasSuffix(p, "/kustomization.yaml")
+}
+
+func hasSuffix(s, suffix string) bool {
+	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+}

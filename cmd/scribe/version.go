@@ -1,0 +1,33 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of scribe and of its embedded templates",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := render.New()
+			if err != nil {
+				return &codeError{code: exitError, err: err}
+			}
+			goVersion := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				goVersion = bi.GoVersion
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "scribe %s\ntemplates %s\ngo %s\n", version, e.TemplateVersion(), goVersion)
+			return nil
+		},
+	}
+}

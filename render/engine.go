@@ -1,0 +1,176 @@
+// Package render turns a Scribe custom resource into a deterministic bundle
+// of manifests: the CR is validated and defaulted as the kube-apiserver would,
+// catalog components are resolved, the CUE template of its kind is evaluated,
+// and every rendered object is checked against the closed CUE schema of its
+// kind. Render is pure: no I/O but the embedded CUE.
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/load"
+
+	"github.com/scribe-gitops/scribe/config/crd"
+	"github.com/scribe-gitops/scribe/schemas"
+	"github.com/scribe-gitops/scribe/templates"
+)
+
+const overlayRoot = "/scribe"
+
+// Engine renders custom resources. Build one per process with New and share
+// it: it is safe for concurrent use.
+type Engine struct {
+	ctx             *cue.Context
+	templates       map[string]cue.Value // by CR kind
+	schemas         map[string]cue.Value // by "apiVersion/Kind"
+	catalogs        []cue.Value          // entries values, highest precedence first
+	entrySchema     cue.Value
+	validators      map[string]*crValidator // by "group/version/Kind"
+	templateVersion string
+}
+
+// Option configures an Engine.
+type Option func(*engineOptions)
+
+type engineOptions struct {
+	catalogs []fs.FS
+}
+
+// WithCatalog adds a user catalog: a file system whose top-level *.cue files
+// form a CUE package `catalog` with `entries: <name>: {...}` (see the
+// built-in catalog for the shape). Entries of later catalogs take precedence
+// over earlier ones and over the built-in catalog.
+func WithCatalog(fsys fs.FS) Option {
+	return func(o *engineOptions) { o.catalogs = append(o.catalogs, fsys) }
+}
+
+// New loads the embedded templates, schemas, catalog and CRDs.
+func New(opts ...Option) (*Engine, error) {
+	var o engineOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	overlay := map[string]load.Source{
+		path.Join(overlayRoot, "cue.mod/module.cue"): load.FromString("module: \"scribe.dev/templates@v0\"\nlanguage: version: \"v0.17.0\"\n"),
+	}
+	h := sha256.New()
+	if err := addOverlay(overlay, schemas.FS, path.Join(overlayRoot, "cue.mod/gen"), h); err != nil {
+		return nil, err
+	}
+	if err := addOverlay(overlay, templates.FS, overlayRoot, h); err != nil {
+		return nil, err
+	}
+	var userDirs []string
+	for i, c := range o.catalogs {
+		dir := path.Join(overlayRoot, fmt.Sprintf("usercatalog%d", i))
+		if err := addOverlay(overlay, c, dir, nil); err != nil {
+			return nil, fmt.Errorf("catalog %d: %w", i, err)
+		}
+		userDirs = append(userDirs, "./"+path.Base(dir))
+	}
+
+	e := &Engine{
+		ctx:             cuecontext.New(),
+		templates:       map[string]cue.Value{},
+		schemas:         map[string]cue.Value{},
+		templateVersion: "sha256:" + hex.EncodeToString(h.Sum(nil))[:16],
+	}
+	pkgs := append([]string{"./registry", "./catalog", "./workload", "./experiment"}, userDirs...)
+	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
+	values := make([]cue.Value, len(insts))
+	for i, inst := range insts {
+		if inst.Err != nil {
+			return nil, fmt.Errorf("load CUE package %s: %s", pkgs[i], cueerrors.Details(inst.Err, nil))
+		}
+		v := e.ctx.BuildInstance(inst)
+		if err := v.Err(); err != nil {
+			return nil, fmt.Errorf("build CUE package %s: %s", pkgs[i], cueerrors.Details(err, nil))
+		}
+		values[i] = v
+	}
+
+	kinds, err := values[0].LookupPath(cue.ParsePath("kinds")).Fields()
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: %w", err)
+	}
+	for kinds.Next() {
+		e.schemas[kinds.Selector().Unquoted()] = kinds.Value()
+	}
+	e.entrySchema = values[1].LookupPath(cue.MakePath(cue.Def("#Entry")))
+	// User catalogs, last given first, then the built-in one.
+	for i := len(userDirs) - 1; i >= 0; i-- {
+		entries := values[4+i].LookupPath(cue.ParsePath("entries"))
+		if err := e.checkCatalog(entries); err != nil {
+			return nil, fmt.Errorf("catalog %d: %w", i, err)
+		}
+		e.catalogs = append(e.catalogs, entries)
+	}
+	e.catalogs = append(e.catalogs, values[1].LookupPath(cue.ParsePath("entries")))
+	e.templates["Workload"] = values[2]
+	e.templates["Experiment"] = values[3]
+
+	e.validators, err = loadCRValidators(crd.Bases)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// TemplateVersion identifies the embedded templates and schemas.
+func (e *Engine) TemplateVersion() string { return e.templateVersion }
+
+// checkCatalog validates every entry of a user catalog against #Entry.
+func (e *Engine) checkCatalog(entries cue.Value) error {
+	if !entries.Exists() {
+		return fmt.Errorf("no `entries` field")
+	}
+	it, err := entries.Fields()
+	if err != nil {
+		return fmt.Errorf("entries: %w", err)
+	}
+	for it.Next() {
+		if err := e.entrySchema.Unify(it.Value()).Validate(); err != nil {
+			return fmt.Errorf("entry %q: %s", it.Selector().Unquoted(), cueerrors.Details(err, nil))
+		}
+	}
+	return nil
+}
+
+// addOverlay adds every .cue file of fsys under dir; h, when set, hashes them.
+func addOverlay(overlay map[string]load.Source, fsys fs.FS, dir string, h interface{ Write([]byte) (int, error) }) error {
+	var files []string
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".cue") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("walk CUE files: %w", err)
+	}
+	sort.Strings(files)
+	for _, p := range files {
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		if h != nil {
+			_, _ = h.Write([]byte(p))
+			_, _ = h.Write(data)
+		}
+		overlay[path.Join(dir, p)] = load.FromBytes(data)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// crValidator checks a custom resource the way the kube-apiserver does on
+// create: unknown fields, OpenAPI schema, CEL rules, then defaults. Running
+// the apiserver's own code keeps `scribe render` and the controller in
+// agreement, byte for byte, on what a CR means.
+type crValidator struct {
+	structural *structuralschema.Structural
+	schema     apiservervalidation.SchemaCreateValidator
+	cel        *cel.Validator
+}
+
+// loadCRValidators reads every CRD in fsys (keyed by "group/version/Kind").
+func loadCRValidators(fsys fs.FS) (map[string]*crValidator, error) {
+	files, err := fs.Glob(fsys, "bases/*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("list CRDs: %w", err)
+	}
+	out := map[string]*crValidator{}
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, fmt.Errorf("read CRD %s: %w", f, err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
+			return nil, fmt.Errorf("decode CRD %s: %w", path.Base(f), err)
+		}
+		for i := range crd.Spec.Versions {
+			v := &crd.Spec.Versions[i]
+			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+				continue
+			}
+			var internal apiextensions.JSONSchemaProps
+			if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+				return nil, fmt.Errorf("convert CRD %s %s: %w", crd.Name, v.Name, err)
+			}
+			s, err := structuralschema.NewStructural(&internal)
+			if err != nil {
+				return nil, fmt.Errorf("structural schema of %s %s: %w", crd.Name, v.Name, err)
+			}
+			sv, _, err := apiservervalidation.NewSchemaValidator(&internal)
+			if err != nil {
+				return nil, fmt.Errorf("schema validator of %s %s: %w", crd.Name, v.Name, err)
+			}
+			out[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind] = &crValidator{
+				structural: s,
+				schema:     sv,
+				cel:        cel.NewValidator(s, true, celconfig.PerCallLimit),
+			}
+		}
+	}
+	return out, nil
+}
+
+// validate reports unknown fields, schema and CEL violations of obj and, when
+// there are none, applies the CRD's defaults to obj in place.
+func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldError {
+	var out []FieldError
+	var errs field.ErrorList
+	// Pruning on a copy tells which fields the apiserver would drop (or, with
+	// strict field validation, reject); the render rejects them.
+	clone := deepCopyJSON(obj)
+	unknown := pruning.PruneWithOptions(clone, v.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	sort.Strings(unknown)
+	for _, p := range unknown {
+		out = append(out, FieldError{Path: p, Message: "unknown field"})
+	}
+	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, v.schema)...)
+	if len(out) == 0 && len(errs) == 0 && v.cel != nil {
+		celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, celErrs...)
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		defaulting.Default(obj, v.structural)
+		// Defaults can make a CEL rule apply (e.g. a defaulted engine); check again.
+		if v.cel != nil {
+			celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+		}
+	}
+	for _, e := range errs {
+		out = append(out, FieldError{Path: e.Field, Message: e.ErrorBody()})
+	}
+	return out
+}
+
+// deepCopyJSON copies a JSON-shaped value.
+func deepCopyJSON(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = deepCopyJSON(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, e := range t {
+			s[i] = deepCopyJSON(e)
+		}
+		return s
+	default:
+		return v
+	}
+}
