@@ -92,6 +92,13 @@ func New(opts ...Option) (*Engine, error) {
 			return nil, fmt.Errorf("load CUE package %s: %s", pkgs[i], cueerrors.Details(inst.Err, nil))
 		}
 		v := e.ctx.BuildInstance(inst)
+		// Templates are incomplete without their input: checking them now
+		// would evaluate (and cache) their comprehensions over an empty
+		// input. Only the registry and catalogs are checked here.
+		if pkgs[i] == "./workload" || pkgs[i] == "./experiment" {
+			values[i] = v
+			continue
+		}
 		if err := v.Err(); err != nil {
 			return nil, fmt.Errorf("build CUE package %s: %s", pkgs[i], cueerrors.Details(err, nil))
 		}

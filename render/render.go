@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -97,14 +98,19 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 		return nil, &InputError{Object: name, Errors: errs}
 	}
 
-	filled := tmpl.FillPath(cue.ParsePath("input"), e.ctx.Encode(cueInput))
+	if os.Getenv("SCRIBE_DUMP_INPUT") != "" {
+		js, _ := json.Marshal(cueInput)
+		_ = os.WriteFile(os.Getenv("SCRIBE_DUMP_INPUT"), js, 0o644)
+	}
+	inJSON, err := json.Marshal(map[string]any{"input": cueInput})
+	if err != nil {
+		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
+	}
+	filled := tmpl.Unify(e.ctx.CompileBytes(inJSON))
 	if err := filled.LookupPath(cue.ParsePath("input")).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
 	objects := filled.LookupPath(cue.ParsePath("objects"))
-	if err := objects.Err(); err != nil {
-		return nil, fmt.Errorf("render %s: template %s: %s", name, strings.ToLower(kind), cueerrors.Details(err, nil))
-	}
 	var values []cue.Value
 	it, err := objects.Fields()
 	if err != nil {
@@ -206,22 +212,24 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	if !ok {
 		return id, nil, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
-	if err := schema.Unify(val).Validate(cue.Concrete(true)); err != nil {
-		var msgs []string
-		for _, fe := range cueFieldErrors(err, 0, "") {
-			msgs = append(msgs, fe.Error())
-		}
-		return id, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
-	}
 	raw, err := val.MarshalJSON()
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: encode %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
+		return id, nil, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
 		return id, nil, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
+	}
+	// Check the object as plain data: unifying the template's value itself
+	// would re-evaluate its expressions inside the schema.
+	if err := schema.Unify(e.ctx.CompileBytes(raw)).Validate(cue.Concrete(true)); err != nil {
+		var msgs []string
+		for _, fe := range cueFieldErrors(err, 0, "") {
+			msgs = append(msgs, fe.Error())
+		}
+		return id, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
 	}
 	data, err := yaml.Marshal(m)
 	if err != nil {

@@ -72,8 +72,8 @@ func loadCRValidators(fsys fs.FS) (map[string]*crValidator, error) {
 	return out, nil
 }
 
-// validate reports unknown fields, schema and CEL violations of obj and, when
-// there are none, applies the CRD's defaults to obj in place.
+// validate applies the CRD's defaults to obj in place and reports unknown
+// fields, schema and CEL violations.
 func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldError {
 	var out []FieldError
 	var errs field.ErrorList
@@ -85,18 +85,13 @@ func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldE
 	for _, p := range unknown {
 		out = append(out, FieldError{Path: p, Message: "unknown field"})
 	}
+	// Like the apiserver: defaults are applied when the object is decoded,
+	// before schema validation and CEL rules run.
+	defaulting.Default(obj, v.structural)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, v.schema)...)
 	if len(out) == 0 && len(errs) == 0 && v.cel != nil {
 		celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 		errs = append(errs, celErrs...)
-	}
-	if len(out) == 0 && len(errs) == 0 {
-		defaulting.Default(obj, v.structural)
-		// Defaults can make a CEL rule apply (e.g. a defaulted engine); check again.
-		if v.cel != nil {
-			celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
-			errs = append(errs, celErrs...)
-		}
 	}
 	for _, e := range errs {
 		out = append(out, FieldError{Path: e.Field, Message: e.ErrorBody()})
