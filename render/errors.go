@@ -72,6 +72,13 @@ func cueFieldErrors(err error, strip int, prefix string) []FieldError {
 		if len(sel) >= strip {
 			sel = sel[strip:]
 		}
+		// Paths into a catalog entry's parameter schema start at the schema.
+		for i := len(sel) - 1; i >= 0; i-- {
+			if strings.HasPrefix(sel[i], "#") {
+				sel = sel[i+1:]
+				break
+			}
+		}
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
 		fe := FieldError{Path: cuePathToField(sel, prefix), Message: msg}
@@ -82,11 +89,25 @@ func cueFieldErrors(err error, strip int, prefix string) []FieldError {
 		seen[key] = true
 		out = append(out, fe)
 	}
-	// A disjunction failure lists each alternative's conflict and then a
-	// summary; when the summary is present keep only the specific ones.
+	// A disjunction failure is reported as a summary ("N errors in empty
+	// disjunction") plus one conflict per alternative. Keep, per path, the
+	// alternatives' bound violations and drop the summary and the plain
+	// "conflicting values" lines when a more specific message exists.
+	disjunct := map[string]bool{}
+	specific := map[string]bool{}
+	for _, fe := range out {
+		if strings.Contains(fe.Message, "empty disjunction") {
+			disjunct[fe.Path] = true
+		} else if !strings.HasPrefix(fe.Message, "conflicting values") {
+			specific[fe.Path] = true
+		}
+	}
 	filtered := out[:0]
 	for _, fe := range out {
-		if strings.HasPrefix(fe.Message, "empty disjunction") && len(out) > 1 {
+		if disjunct[fe.Path] && strings.Contains(fe.Message, "empty disjunction") && len(out) > 1 {
+			continue
+		}
+		if disjunct[fe.Path] && specific[fe.Path] && strings.HasPrefix(fe.Message, "conflicting values") {
 			continue
 		}
 		filtered = append(filtered, fe)

@@ -29,7 +29,7 @@ func (e *Engine) experimentInput(obj map[string]any, res Resolved, in map[string
 	for i, t := range targets {
 		tm, _ := t.(map[string]any)
 		clusterType, _ := tm["cluster"].(map[string]any)["type"].(string)
-		var resolved []any
+		resolved := []any{}
 		comps, _ := tm["components"].([]any)
 		for j, c := range comps {
 			cm, _ := c.(map[string]any)
@@ -129,13 +129,34 @@ func (e *Engine) resolveComponent(kind, name string, params any, namePath, param
 	if params == nil {
 		params = map[string]any{}
 	}
-	p := entry.LookupPath(cue.MakePath(cue.Def("#Params"))).Unify(e.ctx.Encode(params))
+	schema := entry.LookupPath(cue.MakePath(cue.Def("#Params")))
+	var unknown []FieldError
+	if pm, ok := params.(map[string]any); ok {
+		known := map[string]any{}
+		keys := make([]string, 0, len(pm))
+		for k := range pm {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !schema.Allows(cue.Str(k)) {
+				unknown = append(unknown, FieldError{Path: paramsPath + "." + k, Message: fmt.Sprintf("component %q has no parameter %q; it takes %s", name, k, strings.Join(paramNames(schema), ", "))})
+				continue
+			}
+			known[k] = pm[k]
+		}
+		params = known
+	}
+	p := schema.Unify(e.ctx.Encode(params))
 	if err := p.Validate(cue.Concrete(true)); err != nil {
 		errs := cueFieldErrors(err, 0, paramsPath)
 		for i := range errs {
 			errs[i].Message = fmt.Sprintf("component %q: %s", name, errs[i].Message)
 		}
-		return nil, errs
+		return nil, append(unknown, errs...)
+	}
+	if len(unknown) > 0 {
+		return nil, unknown
 	}
 	var resolved map[string]any
 	raw, err := p.MarshalJSON()
@@ -175,5 +196,21 @@ func (e *Engine) catalogNames(kind string) []string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// paramNames lists the parameters a #Params schema declares.
+func paramNames(schema cue.Value) []string {
+	var names []string
+	it, err := schema.Fields(cue.Optional(true))
+	if err != nil {
+		return nil
+	}
+	for it.Next() {
+		names = append(names, it.Selector().Unquoted())
+	}
+	if len(names) == 0 {
+		return []string{"none"}
+	}
 	return names
 }
