@@ -96,6 +96,8 @@ func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldE
 	for _, e := range errs {
 		out = append(out, FieldError{Path: e.Field, Message: e.ErrorBody()})
 	}
+	// The OpenAPI validator reports in map order; sort for stable output.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Error() < out[j].Error() })
 	return out
 }
 
