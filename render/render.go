@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -98,10 +97,9 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 		return nil, &InputError{Object: name, Errors: errs}
 	}
 
-	if os.Getenv("SCRIBE_DUMP_INPUT") != "" {
-		js, _ := json.Marshal(cueInput)
-		_ = os.WriteFile(os.Getenv("SCRIBE_DUMP_INPUT"), js, 0o644)
-	}
+	// The input goes in as compiled JSON: cue.Context.Encode of nested Go
+	// maps made CUE v0.17 report fields of the input as undefined inside the
+	// templates' definitions.
 	inJSON, err := json.Marshal(map[string]any{"input": cueInput})
 	if err != nil {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
