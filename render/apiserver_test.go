@@ -29,9 +29,16 @@ var noUpstreamCRD = map[string]bool{
 }
 
 func sharedCRDs(t *testing.T) []string {
+	// The upstream CRDs live beside the repository (../shared/crds), or where
+	// SCRIBE_SHARED_CRDS says.
 	root := os.Getenv("SCRIBE_SHARED_CRDS")
-	if root == "" {
-		root = filepath.Join("..", "..", "shared", "crds")
+	for _, candidate := range []string{filepath.Join("..", "..", "shared", "crds"), "/work/shared/crds"} {
+		if root != "" {
+			break
+		}
+		if _, err := os.Stat(candidate); err == nil {
+			root = candidate
+		}
 	}
 	dirs, err := filepath.Glob(filepath.Join(root, "*"))
 	if err != nil || len(dirs) == 0 {
