@@ -167,7 +167,7 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	h := sha256.New()
 	sortFiles(b.Files)
 	for _, f := range b.Files {
-		fmt.Fprintf(h, "%s\x00%d\x00", f.Path, len(f.Data))
+		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", f.Path, len(f.Data)) // hash.Hash never fails
 		h.Write(f.Data)
 	}
 	b.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))

@@ -5,17 +5,21 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
-var (
-	// GroupVersion is the group and version of every Scribe kind.
-	GroupVersion = schema.GroupVersion{Group: "scribe.dev", Version: "v1alpha1"}
+// GroupVersion is the group and version of every Scribe kind.
+var GroupVersion = schema.GroupVersion{Group: "scribe.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder adds the Scribe kinds to a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
-
-	// AddToScheme adds the Scribe kinds to a runtime.Scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
-)
+// AddToScheme adds the Scribe kinds to a runtime.Scheme.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&Repository{}, &RepositoryList{},
+		&Experiment{}, &ExperimentList{},
+		&Workload{}, &WorkloadList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -38,10 +38,14 @@ nothing is written) or, without -o, a YAML stream to stdout.`,
 						continue
 					}
 					if !first {
-						fmt.Fprintln(w, "---")
+						if _, err := fmt.Fprintln(w, "---"); err != nil {
+							return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
+						}
 					}
 					first = false
-					fmt.Fprintf(w, "# Source: %s\n", file.Path)
+					if _, err := fmt.Fprintf(w, "# Source: %s\n", file.Path); err != nil {
+						return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
+					}
 					if _, err := w.Write(file.Data); err != nil {
 						return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
 					}

@@ -18,7 +18,9 @@ func newValidateCmd() *cobra.Command {
 				return &codeError{code: exitError, err: err}
 			}
 			for _, b := range bundles {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d objects, %s)\n", b.Dir, len(b.Objects), b.Digest)
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d objects, %s)\n", b.Dir, len(b.Objects), b.Digest); err != nil {
+					return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
+				}
 			}
 			return nil
 		},

@@ -26,7 +26,9 @@ func newVersionCmd() *cobra.Command {
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				goVersion = bi.GoVersion
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "scribe %s\ntemplates %s\ngo %s\n", version, e.TemplateVersion(), goVersion)
+			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "scribe %s\ntemplates %s\ngo %s\n", version, e.TemplateVersion(), goVersion); err != nil {
+				return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
+			}
 			return nil
 		},
 	}
