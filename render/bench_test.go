@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -55,7 +57,7 @@ func BenchmarkRender1000WorkloadsConcurrently(b *testing.B) {
 	base := loadFixture(b, "workload-canary-50.yaml")
 	objs := make([]map[string]any, 1000)
 	for i := range objs {
-		o := deepCopy(base)
+		o := k8sruntime.DeepCopyJSON(base)
 		o["metadata"].(map[string]any)["name"] = fmt.Sprintf("checkout-%04d", i)
 		objs[i] = o
 	}
@@ -94,27 +96,4 @@ func BenchmarkRender1000WorkloadsConcurrently(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapSys)/(1<<20), "heap-sys-MiB")
-}
-
-func deepCopy(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		switch t := v.(type) {
-		case map[string]any:
-			out[k] = deepCopy(t)
-		case []any:
-			s := make([]any, len(t))
-			for i, e := range t {
-				if em, ok := e.(map[string]any); ok {
-					s[i] = deepCopy(em)
-				} else {
-					s[i] = e
-				}
-			}
-			out[k] = s
-		default:
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,9 +63,5 @@ nothing is written) or, without -o, a YAML stream to stdout.`,
 // isManifest says whether a bundle file is a Kubernetes object (not the
 // kustomization.yaml or the provenance file).
 func isManifest(p string) bool {
-	return len(p) > 5 && p[len(p)-5:] == ".yaml" && !hasSuffix(p, "/kustomization.yaml")
-}
-
-func hasSuffix(s, suffix string) bool {
-	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+	return strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, "/kustomization.yaml")
 }
