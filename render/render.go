@@ -36,6 +36,12 @@ type Bundle struct {
 	Objects []scribev1.ObjectIdentity
 	// Sync identifies the applier object written to Dir + ".sync.yaml".
 	Sync scribev1.ObjectIdentity
+	// Source is the custom resource the bundle was rendered from.
+	Source scribev1.ObjectIdentity
+	// Generation is the source's metadata.generation (0 when it has none, as
+	// in a file that never went through an apiserver). It is not part of the
+	// Digest: a new generation with the same output changes nothing.
+	Generation int64
 }
 
 // Provenance is the content of .scribe.json.
@@ -119,7 +125,11 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	}
 	sync := filled.LookupPath(cue.ParsePath("sync"))
 
-	b := &Bundle{Dir: fmt.Sprintf("%s/%s/%s", md["namespace"], strings.ToLower(kind), md["name"])}
+	b := &Bundle{
+		Dir:        fmt.Sprintf("%s/%s/%s", md["namespace"], strings.ToLower(kind), md["name"]),
+		Source:     scribev1.ObjectIdentity{APIVersion: apiVersion, Kind: kind, Namespace: md["namespace"].(string), Name: md["name"].(string)},
+		Generation: generation(md),
+	}
 	rendered := map[string][]byte{}
 	for _, val := range values {
 		id, data, err := e.checkObject(name, val)
@@ -174,7 +184,7 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	prov, err := json.MarshalIndent(Provenance{
 		APIVersion:      scribev1.GroupVersion.String(),
 		Kind:            "Provenance",
-		Source:          scribev1.ObjectIdentity{APIVersion: apiVersion, Kind: kind, Namespace: md["namespace"].(string), Name: md["name"].(string)},
+		Source:          b.Source,
 		TemplateVersion: e.templateVersion,
 		Digest:          b.Digest,
 	}, "", "  ")
@@ -234,4 +244,18 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 		return id, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	return id, data, nil
+}
+
+// generation reads metadata.generation, which JSON decoding may have made an
+// int64 or a float64.
+func generation(md map[string]any) int64 {
+	switch g := md["generation"].(type) {
+	case int64:
+		return g
+	case float64:
+		return int64(g)
+	case int:
+		return int64(g)
+	}
+	return 0
 }

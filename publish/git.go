@@ -1,0 +1,671 @@
+package publish
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// GitOptions configure publishing to one branch of one Git repository.
+type GitOptions struct {
+	// URL is the clone URL: https://, http:// or ssh://, or the scp form.
+	URL string
+	// Branch receives the commits.
+	Branch string
+	// Path is the directory inside the repository under which Scribe owns
+	// <namespace>/<kind>/<name>/ and <namespace>/<kind>/<name>.sync.yaml.
+	Path string
+	// Auth for fetch and push; nil for anonymous. See GitAuth.
+	Auth transport.AuthMethod
+	// Author and committer of Scribe's commits.
+	Author Signature
+	// Signer signs commits (see GPGSigner, SSHSigner); nil for unsigned.
+	Signer git.Signer
+	// MessageTemplate is a text/template for the commit subject and body,
+	// executed with CommitInfo. Scribe always appends its trailers.
+	MessageTemplate string
+	// MaxAttempts bounds the tries of one batch when other writers keep
+	// moving the branch (default 10).
+	MaxAttempts int
+	// Backoff is the base of the jittered exponential wait between tries
+	// (default 50ms, capped at 2s).
+	Backoff time.Duration
+	// BatchWindow is how long the writer waits for more changes before it
+	// commits (default 0: changes that arrive while a push is in flight are
+	// batched into the next commit anyway).
+	BatchWindow time.Duration
+}
+
+// Signature names the author and committer of Scribe's commits.
+type Signature struct {
+	Name  string
+	Email string
+}
+
+// DefaultAuthor is used when the Repository names none.
+func DefaultAuthor() Signature {
+	return Signature{Name: "Scribe", Email: "scribe@scribe.dev"}
+}
+
+// CommitInfo is the data of a commit message template.
+type CommitInfo struct {
+	Branch  string
+	Path    string
+	Changes []ChangeInfo
+}
+
+// ChangeInfo describes one change of a commit.
+type ChangeInfo struct {
+	Action     string // "update" or "delete"
+	Object     string // Kind/namespace/name
+	Kind       string
+	Namespace  string
+	Name       string
+	Generation int64
+	Digest     string
+	Reason     string
+	Dir        string // repository-relative owned directory
+}
+
+// batchTimeout bounds one batch: every fetch, commit and push try.
+const batchTimeout = 5 * time.Minute
+
+// Trailer keys Scribe writes into every commit, once per change.
+const (
+	TrailerObject     = "Scribe-Object"
+	TrailerGeneration = "Scribe-Generation"
+	TrailerDigest     = "Scribe-Digest"
+)
+
+// Git publishes to Git repositories. It keeps one cached bare repository per
+// remote URL under its cache directory and one writer per (URL, branch), so
+// concurrent Publish calls for the same branch are serialized and batched.
+type Git struct {
+	cacheDir string
+
+	mu      sync.Mutex
+	stores  map[string]*lockedStore
+	writers map[string]*gitWriter
+}
+
+type lockedStore struct {
+	mu    sync.Mutex
+	store *gitStore
+}
+
+// NewGit makes a Git publisher that caches repositories under cacheDir.
+func NewGit(cacheDir string) *Git {
+	return &Git{cacheDir: cacheDir, stores: map[string]*lockedStore{}, writers: map[string]*gitWriter{}}
+}
+
+// Sink returns the writer for opts.URL and opts.Branch. Writers are shared:
+// every sink for the same URL and branch commits through one queue.
+func (g *Git) Sink(opts GitOptions) (Sink, error) {
+	if opts.URL == "" || opts.Branch == "" {
+		return nil, fmt.Errorf("git sink: url and branch are required")
+	}
+	if err := checkRepoPath(opts.Path); err != nil {
+		return nil, err
+	}
+	if opts.Author.Name == "" || opts.Author.Email == "" {
+		opts.Author = DefaultAuthor()
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 10
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 50 * time.Millisecond
+	}
+	var tmpl *template.Template
+	if opts.MessageTemplate != "" {
+		t, err := template.New("commit").Option("missingkey=error").Parse(opts.MessageTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("git sink: commit message template: %w", err)
+		}
+		tmpl = t
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := opts.URL + "\x00" + opts.Branch
+	w, ok := g.writers[key]
+	if !ok {
+		w = &gitWriter{git: g}
+		g.writers[key] = w
+	}
+	return &gitSink{w: w, opts: opts, tmpl: tmpl}, nil
+}
+
+// store returns the cached repository of url, opening it on first use.
+func (g *Git) store(url string, auth transport.AuthMethod) (*lockedStore, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ls, ok := g.stores[url]
+	if !ok {
+		sum := sha256.Sum256([]byte(url))
+		s, err := openGitStore(filepath.Join(g.cacheDir, hex.EncodeToString(sum[:8])), url, auth)
+		if err != nil {
+			return nil, err
+		}
+		ls = &lockedStore{store: s}
+		g.stores[url] = ls
+	}
+	return ls, nil
+}
+
+func checkRepoPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		return fmt.Errorf("git sink: path %q must be a clean relative path inside the repository", p)
+	}
+	return nil
+}
+
+type gitSink struct {
+	w    *gitWriter
+	opts GitOptions
+	tmpl *template.Template
+}
+
+func (s *gitSink) Publish(ctx context.Context, changes ...Change) (Result, error) {
+	if len(changes) == 0 {
+		return Result{}, fmt.Errorf("publish to %s: no changes", s.opts.URL)
+	}
+	for _, c := range changes {
+		if err := c.Validate(); err != nil {
+			return Result{}, &Error{Reason: ReasonInvalid, Op: "publish to", URL: s.opts.URL, Err: err}
+		}
+	}
+	return s.w.enqueue(ctx, s, changes)
+}
+
+// gitWriter serializes and batches the commits to one branch. The first
+// caller that finds the writer idle runs the loop; everyone else waits for
+// the commit that carries their change.
+type gitWriter struct {
+	git *Git
+
+	mu      sync.Mutex
+	pending []*request
+	running bool
+}
+
+type request struct {
+	ctx     context.Context
+	sink    *gitSink
+	changes []Change
+	done    chan struct{}
+	res     Result
+	err     error
+}
+
+func (w *gitWriter) enqueue(ctx context.Context, s *gitSink, changes []Change) (Result, error) {
+	req := &request{ctx: ctx, sink: s, changes: changes, done: make(chan struct{})}
+	w.mu.Lock()
+	w.pending = append(w.pending, req)
+	if !w.running {
+		w.running = true
+		go w.loop()
+	}
+	w.mu.Unlock()
+	select {
+	case <-req.done:
+		return req.res, req.err
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("publish to %s: %w", s.opts.URL, ctx.Err())
+	}
+}
+
+func (w *gitWriter) loop() {
+	for {
+		w.mu.Lock()
+		window := time.Duration(0)
+		if len(w.pending) > 0 {
+			window = w.pending[len(w.pending)-1].sink.opts.BatchWindow
+		}
+		w.mu.Unlock()
+		if window > 0 {
+			time.Sleep(window)
+		}
+		w.mu.Lock()
+		batch := w.pending
+		w.pending = nil
+		if len(batch) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+
+		live := batch[:0]
+		for _, r := range batch {
+			if r.ctx.Err() != nil {
+				r.err = r.ctx.Err()
+				close(r.done)
+				continue
+			}
+			live = append(live, r)
+		}
+		if len(live) == 0 {
+			continue
+		}
+		w.commitBatch(live)
+	}
+}
+
+// commitBatch publishes every request of the batch in one commit, retrying
+// on conflicts, and hands each request its result.
+func (w *gitWriter) commitBatch(batch []*request) {
+	// The newest options (auth, author, signer) win; changes keep their order
+	// and a later change of the same object replaces an earlier one.
+	s := batch[len(batch)-1].sink
+	// The batch belongs to several callers, so it runs on its own bounded
+	// context; a caller that gives up stops waiting, not the others' commit.
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+
+	type item struct {
+		change Change
+		path   string
+	}
+	var order []string
+	items := map[string]item{}
+	for _, r := range batch {
+		for _, c := range r.changes {
+			key := r.sink.opts.Path + "\x00" + ObjectRef(c.Source)
+			if _, seen := items[key]; !seen {
+				order = append(order, key)
+			}
+			items[key] = item{change: c, path: r.sink.opts.Path}
+		}
+	}
+	edits := make([]pathChange, 0, len(order))
+	for _, k := range order {
+		edits = append(edits, pathChange{Change: items[k].change, RepoPath: items[k].path})
+	}
+
+	res, err := w.publishWithRetry(ctx, s, edits)
+	for _, r := range batch {
+		r.res, r.err = res.Result, err
+		if err == nil {
+			r.res.Changed = false
+			for _, c := range r.changes {
+				if res.changed[r.sink.opts.Path+"\x00"+ObjectRef(c.Source)] {
+					r.res.Changed = true
+				}
+			}
+		}
+		close(r.done)
+	}
+}
+
+// pathChange is a change with the repository path it is written under.
+type pathChange struct {
+	Change
+	RepoPath string
+}
+
+func (pc pathChange) dir() string { return path.Join(pc.RepoPath, OwnedDir(pc.Source)) }
+
+type batchResult struct {
+	Result
+	changed map[string]bool
+}
+
+func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pathChange) (batchResult, error) {
+	ls, err := w.git.store(s.opts.URL, s.opts.Auth)
+	if err != nil {
+		return batchResult{}, err
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.store.auth = s.opts.Auth
+	var lastErr error
+	for attempt := 0; attempt < s.opts.MaxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := sleepBackoff(ctx, s.opts.Backoff, attempt); err != nil {
+				return batchResult{}, err
+			}
+		}
+		res, err := commitAndPush(ctx, ls.store, s, s.opts.Branch, edits)
+		if err == nil {
+			return res, nil
+		}
+		lastErr = err
+		if ReasonOf(err) != ReasonConflict {
+			return batchResult{}, err
+		}
+	}
+	return batchResult{}, fmt.Errorf("publish to %s branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.URL, s.opts.Branch, s.opts.MaxAttempts, lastErr)
+}
+
+// sleepBackoff waits a full-jitter exponential backoff: a random duration
+// in [0, min(base*2^attempt, 2s)).
+func sleepBackoff(ctx context.Context, base time.Duration, attempt int) error {
+	limit := base << min(attempt, 10)
+	if limit > 2*time.Second {
+		limit = 2 * time.Second
+	}
+	t := time.NewTimer(rand.N(limit) + time.Millisecond) //nolint:gosec // jitter, not security
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// commitAndPush is one attempt: read the remote tip, fetch it if the cache
+// lacks it, graft the owned subtrees onto its tree, commit and push with the
+// tip as the expected old value.
+func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string, edits []pathChange) (batchResult, error) {
+	sess, ar, err := st.remoteRefs(ctx)
+	if err != nil {
+		return batchResult{}, err
+	}
+	defer func() { _ = sess.Close() }()
+	ref := plumbing.NewBranchReferenceName(branch)
+	tip := refHash(ar, ref)
+	if err := st.ensure(ctx, map[string]plumbing.Hash{branch: tip}); err != nil {
+		return batchResult{}, err
+	}
+	oldTree, err := st.rootTree(tip)
+	if err != nil {
+		return batchResult{}, err
+	}
+	overlay := memory.NewStorage()
+	objs := &overlay.ObjectStorage
+	newTree, err := graft(st, objs, oldTree, edits)
+	if err != nil {
+		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
+	}
+	changed, err := changedOwners(st, objs, oldTree, newTree, edits)
+	if err != nil {
+		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
+	}
+	res := batchResult{changed: changed, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
+	if newTree == oldTree {
+		return res, nil
+	}
+	msg, err := s.message(branch, edits, changed)
+	if err != nil {
+		return batchResult{}, err
+	}
+	var parents []plumbing.Hash
+	if !tip.IsZero() {
+		parents = []plumbing.Hash{tip}
+	}
+	commit, err := writeCommit(objs, s.opts.Author, s.opts.Signer, newTree, parents, msg)
+	if err != nil {
+		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
+	}
+	if err := st.push(ctx, sess, ar, objs, ref, tip, commit); err != nil {
+		var rej *pushRejectedError
+		if errors.As(err, &rej) {
+			return batchResult{}, st.classifyRejection(ctx, rej, ref, tip)
+		}
+		return batchResult{}, err
+	}
+	if err := st.keep(objs, branch, commit); err != nil {
+		return batchResult{}, err
+	}
+	res.Commit = commit.String()
+	res.Revision = branch + "@sha1:" + commit.String()
+	res.Changed = true
+	return res, nil
+}
+
+// classifyRejection decides whether a rejected push lost a race (the branch
+// moved: retry on the new tip) or was refused (a hook, a protected branch).
+func (s *gitStore) classifyRejection(ctx context.Context, rej *pushRejectedError, ref plumbing.ReferenceName, expected plumbing.Hash) error {
+	if isConflictReason(rej.reason) {
+		return &Error{Reason: ReasonConflict, Op: "push to", URL: s.url, Err: rej}
+	}
+	if sess, ar, err := s.remoteRefs(ctx); err == nil {
+		_ = sess.Close()
+		if refHash(ar, ref) != expected {
+			return &Error{Reason: ReasonConflict, Op: "push to", URL: s.url, Err: rej}
+		}
+	}
+	return &Error{Reason: ReasonRejected, Op: "push to", URL: s.url, Err: errors.New(rej.reason),
+		Hint: "the remote refused the update of " + ref.Short() + ", for example a protected branch or a server hook; give Scribe push rights or use pullRequest mode"}
+}
+
+// graft applies edits to the tree oldTree and returns the new root tree.
+func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edits []pathChange) (plumbing.Hash, error) {
+	root := newTreeEdit()
+	for _, pc := range edits {
+		dir := pc.dir()
+		parent, name := path.Split(dir)
+		parent = strings.TrimSuffix(parent, "/")
+		pe := root.dir(parent)
+		if pc.Delete {
+			delete(pe.dirs, name)
+			delete(pe.files, name+".sync.yaml")
+			pe.remove[name] = true
+			pe.remove[name+".sync.yaml"] = true
+			continue
+		}
+		delete(pe.remove, name)
+		delete(pe.remove, name+".sync.yaml")
+		owned := newTreeEdit()
+		owned.replace = true
+		pe.dirs[name] = owned
+		for _, f := range pc.Bundle.Files {
+			blob, err := putBlob(st.repo.Storer, objs, f.Data)
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("store %s: %w", f.Path, err)
+			}
+			full := path.Join(pc.RepoPath, f.Path)
+			fdir, fname := path.Split(full)
+			root.dir(strings.TrimSuffix(fdir, "/")).files[fname] = blob
+		}
+	}
+	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
+	h, empty, err := root.apply(src, objs, oldTree)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if empty {
+		// An empty repository is still a tree: the empty one.
+		t := &object.Tree{}
+		o := objs.NewEncodedObject()
+		if err := t.Encode(o); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		return objs.SetEncodedObject(o)
+	}
+	return h, nil
+}
+
+// changedOwners reports, per change key, whether its owned paths differ
+// between the two trees.
+func changedOwners(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, edits []pathChange) (map[string]bool, error) {
+	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
+	cache := map[plumbing.Hash]*object.Tree{}
+	out := map[string]bool{}
+	for _, pc := range edits {
+		key := pc.RepoPath + "\x00" + ObjectRef(pc.Source)
+		for _, p := range []string{pc.dir(), pc.dir() + ".sync.yaml"} {
+			a, err := lookupPath(src, cache, oldTree, p)
+			if err != nil {
+				return nil, err
+			}
+			b, err := lookupPath(src, cache, newTree, p)
+			if err != nil {
+				return nil, err
+			}
+			if a != b {
+				out[key] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// lookupPath returns the hash of the entry at p below root, or zero.
+func lookupPath(src layeredStorer, cache map[plumbing.Hash]*object.Tree, root plumbing.Hash, p string) (plumbing.Hash, error) {
+	cur := root
+	for _, part := range strings.Split(p, "/") {
+		if cur.IsZero() {
+			return cur, nil
+		}
+		t, ok := cache[cur]
+		if !ok {
+			var err error
+			t, err = object.GetTree(src, cur)
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("read tree %s: %w", cur, err)
+			}
+			cache[cur] = t
+		}
+		next := plumbing.ZeroHash
+		for _, e := range t.Entries {
+			if e.Name == part {
+				next = e.Hash
+				break
+			}
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// writeCommit encodes (and signs) a commit into objs.
+func writeCommit(objs *memory.ObjectStorage, author Signature, signer git.Signer, tree plumbing.Hash, parents []plumbing.Hash, msg string) (plumbing.Hash, error) {
+	now := time.Now()
+	sig := object.Signature{Name: author.Name, Email: author.Email, When: now}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree, ParentHashes: parents}
+	if signer != nil {
+		unsigned := objs.NewEncodedObject()
+		if err := c.EncodeWithoutSignature(unsigned); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("encode commit: %w", err)
+		}
+		r, err := unsigned.Reader()
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("encode commit: %w", err)
+		}
+		signature, err := signer.Sign(r)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("sign commit: %w", err)
+		}
+		c.PGPSignature = string(signature)
+	}
+	o := objs.NewEncodedObject()
+	if err := c.Encode(o); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("encode commit: %w", err)
+	}
+	return objs.SetEncodedObject(o)
+}
+
+// message builds the commit message: the subject and body (from the
+// template, if any), then one block of trailers per change.
+func (s *gitSink) message(branch string, edits []pathChange, changed map[string]bool) (string, error) {
+	info := CommitInfo{Branch: branch, Path: s.opts.Path}
+	for _, pc := range edits {
+		if !changed[pc.RepoPath+"\x00"+ObjectRef(pc.Source)] {
+			continue
+		}
+		ci := ChangeInfo{
+			Action: "update", Object: ObjectRef(pc.Source), Kind: pc.Source.Kind,
+			Namespace: pc.Source.Namespace, Name: pc.Source.Name, Generation: pc.Generation,
+			Reason: pc.Reason, Dir: pc.dir(),
+		}
+		if pc.Delete {
+			ci.Action = "delete"
+		} else {
+			ci.Digest = pc.Bundle.Digest
+		}
+		info.Changes = append(info.Changes, ci)
+	}
+	var b strings.Builder
+	if s.tmpl != nil {
+		if err := s.tmpl.Execute(&b, info); err != nil {
+			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: s.opts.URL, Err: fmt.Errorf("commit message template: %w", err)}
+		}
+	} else {
+		defaultMessage(&b, info)
+	}
+	text := strings.TrimRight(b.String(), "\n") + "\n\n"
+	for i, ci := range info.Changes {
+		if i > 0 {
+			text += "\n"
+		}
+		text += fmt.Sprintf("%s: %s\n%s: %d\n", TrailerObject, ci.Object, TrailerGeneration, ci.Generation)
+		if ci.Digest != "" {
+			text += fmt.Sprintf("%s: %s\n", TrailerDigest, ci.Digest)
+		}
+	}
+	return text, nil
+}
+
+func defaultMessage(w io.Writer, info CommitInfo) {
+	short := func(d string) string {
+		if i := strings.IndexByte(d, ':'); i >= 0 && len(d) > i+13 {
+			return d[:i+13]
+		}
+		return d
+	}
+	if len(info.Changes) == 1 {
+		ci := info.Changes[0]
+		if ci.Action == "delete" {
+			_, _ = fmt.Fprintf(w, "scribe: delete %s %s/%s\n\nRemove %s/ and %s.sync.yaml.\n", ci.Kind, ci.Namespace, ci.Name, ci.Dir, ci.Dir)
+		} else {
+			_, _ = fmt.Fprintf(w, "scribe: update %s %s/%s to %s (generation %d)\n\nRender %s into %s/.\n", ci.Kind, ci.Namespace, ci.Name, short(ci.Digest), ci.Generation, ci.Digest, ci.Dir)
+		}
+		if ci.Reason != "" {
+			_, _ = fmt.Fprintf(w, "\n%s\n", ci.Reason)
+		}
+		return
+	}
+	_, _ = fmt.Fprintf(w, "scribe: publish %d objects\n\n", len(info.Changes))
+	for _, ci := range info.Changes {
+		if ci.Action == "delete" {
+			_, _ = fmt.Fprintf(w, "- delete %s\n", ci.Object)
+		} else {
+			_, _ = fmt.Fprintf(w, "- update %s to %s (generation %d)\n", ci.Object, short(ci.Digest), ci.Generation)
+		}
+		if ci.Reason != "" {
+			_, _ = fmt.Fprintf(w, "  %s\n", ci.Reason)
+		}
+	}
+}
+
+// Trailers returns the Scribe trailer blocks of a commit message: one map
+// per change, keyed by trailer name.
+func Trailers(message string) []map[string]string {
+	var out []map[string]string
+	var cur map[string]string
+	for _, line := range strings.Split(message, "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok || (k != TrailerObject && k != TrailerGeneration && k != TrailerDigest) {
+			continue
+		}
+		if k == TrailerObject {
+			cur = map[string]string{}
+			out = append(out, cur)
+		}
+		if cur != nil {
+			cur[k] = v
+		}
+	}
+	return out
+}

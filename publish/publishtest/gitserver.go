@@ -1,0 +1,189 @@
+// Package publishtest starts real Git servers on 127.0.0.1 for tests: git's
+// own smart-HTTP backend (`git http-backend` behind net/http/cgi) and an SSH
+// server that runs git-upload-pack/git-receive-pack. Nothing is faked: the
+// servers speak the real protocols with the real git.
+package publishtest
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// GitServer is `git http-backend` over HTTP on 127.0.0.1 with push enabled.
+type GitServer struct {
+	// URL is the server's base URL; repositories are at URL + "/<name>.git".
+	URL string
+	// Root holds the bare repositories.
+	Root string
+
+	srv     *httptest.Server
+	backend *cgi.Handler
+
+	mu       sync.Mutex
+	username string
+	password string
+	token    string
+	requests int
+}
+
+// NewGitServer starts a server whose repositories live in a temporary
+// directory; it is stopped when the test ends.
+func NewGitServer(t testing.TB) *GitServer {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	s := &GitServer{Root: t.TempDir()}
+	s.backend = &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + s.Root,
+			"GIT_HTTP_EXPORT_ALL=1",
+			"GIT_CONFIG_NOSYSTEM=1",
+			"HOME=" + s.Root,
+			"GIT_CONFIG_COUNT=2",
+			"GIT_CONFIG_KEY_0=http.receivepack",
+			"GIT_CONFIG_VALUE_0=true",
+			"GIT_CONFIG_KEY_1=uploadpack.allowAnySHA1InWant",
+			"GIT_CONFIG_VALUE_1=true",
+		},
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *GitServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	user, pass, token := s.username, s.password, s.token
+	s.requests++
+	s.mu.Unlock()
+	switch {
+	case token != "":
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+	case user != "":
+		u, p, ok := r.BasicAuth()
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if u != user || p != pass {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+	}
+	s.backend.ServeHTTP(w, r)
+}
+
+// RequireBasicAuth makes every request need these credentials (401 without
+// any, 403 with wrong ones, as hosted forges answer).
+func (s *GitServer) RequireBasicAuth(username, password string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.username, s.password, s.token = username, password, ""
+}
+
+// RequireBearerToken makes every request need "Authorization: Bearer token".
+func (s *GitServer) RequireBearerToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.username, s.password, s.token = "", "", token
+}
+
+// Requests counts the HTTP requests served so far.
+func (s *GitServer) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// Close stops the server; later requests fail as an unreachable remote does.
+func (s *GitServer) Close() { s.srv.Close() }
+
+// InitRepo creates the bare repository <name>.git with one commit on branch
+// holding README.md, and returns its clone URL.
+func (s *GitServer) InitRepo(t testing.TB, name, branch string) string {
+	t.Helper()
+	bare := filepath.Join(s.Root, name+".git")
+	Git(t, "", "init", "--bare", "--initial-branch="+branch, bare)
+	work := t.TempDir()
+	Git(t, "", "clone", "--quiet", bare, work)
+	Git(t, work, "checkout", "--quiet", "-b", branch)
+	if err := os.WriteFile(filepath.Join(work, "README.md"), []byte("# "+name+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Git(t, work, "add", "README.md")
+	Git(t, work, "commit", "--quiet", "-m", "initial commit")
+	Git(t, work, "push", "--quiet", "origin", branch)
+	return s.RepoURL(name)
+}
+
+// RepoURL is the clone URL of repository name.
+func (s *GitServer) RepoURL(name string) string { return s.URL + "/" + name + ".git" }
+
+// BareDir is the on-disk bare repository of name.
+func (s *GitServer) BareDir(name string) string { return filepath.Join(s.Root, name+".git") }
+
+// Protect installs a pre-receive hook that declines every update of branch
+// with the message a forge prints for a protected branch.
+func (s *GitServer) Protect(t testing.TB, name, branch string) {
+	t.Helper()
+	hook := fmt.Sprintf(`#!/bin/sh
+while read old new ref; do
+  if [ "$ref" = "refs/heads/%s" ]; then
+    echo "GH006: Protected branch update failed for refs/heads/%s." >&2
+    exit 1
+  fi
+done
+`, branch, branch)
+	p := filepath.Join(s.BareDir(name), "hooks", "pre-receive")
+	if err := os.WriteFile(p, []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Git runs the git CLI in dir with a fixed identity and no user config, and
+// fails the test on error. It returns trimmed stdout.
+func Git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := RunGit(dir, args...)
+	if err != nil {
+		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// RunGit is Git without a test: it returns stdout, or an error with stderr.
+func RunGit(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=Foreign Writer", "GIT_AUTHOR_EMAIL=foreign@example.com",
+		"GIT_COMMITTER_NAME=Foreign Writer", "GIT_COMMITTER_EMAIL=foreign@example.com",
+		"GIT_TERMINAL_PROMPT=0",
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
