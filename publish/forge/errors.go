@@ -94,7 +94,7 @@ func (e *Error) hint() string {
 		}
 		return "authentication failed: the token is invalid or expired"
 	case ErrNotFound:
-		return "not found: check the repository URL, and that the token can see the repository"
+		return "not found: the repository or pull request does not exist, or the token cannot see it"
 	case ErrRateLimited:
 		return "rate limited: retry later"
 	}
@@ -123,6 +123,10 @@ func kindOf(status int) error {
 // status code is dropped).
 func newError(provider, op, repo string, status int, message string, err error) *Error {
 	message = strings.TrimSpace(message)
+	if status/100 == 2 {
+		// A success whose body could not be read: report the error alone.
+		status, message = 0, ""
+	}
 	if status != 0 {
 		message = strings.TrimSpace(strings.TrimPrefix(message, strconv.Itoa(status)))
 	}
