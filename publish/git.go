@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -98,6 +99,7 @@ const (
 // concurrent Publish calls for the same branch are serialized and batched.
 type Git struct {
 	cacheDir string
+	stats    gitStats
 
 	mu      sync.Mutex
 	stores  map[string]*lockedStore
@@ -107,6 +109,26 @@ type Git struct {
 type lockedStore struct {
 	mu    sync.Mutex
 	store *gitStore
+}
+
+type gitStats struct {
+	commits, conflicts, fetches atomic.Int64
+}
+
+// GitStats counts what a Git publisher did since it was made.
+type GitStats struct {
+	// Commits pushed.
+	Commits int64
+	// Conflicts: pushes refused because another writer moved the branch
+	// first, each followed by a retry on the new tip.
+	Conflicts int64
+	// Fetches from remotes (a publish on an unchanged tip fetches nothing).
+	Fetches int64
+}
+
+// Stats returns the counters.
+func (g *Git) Stats() GitStats {
+	return GitStats{Commits: g.stats.commits.Load(), Conflicts: g.stats.conflicts.Load(), Fetches: g.stats.fetches.Load()}
 }
 
 // NewGit makes a Git publisher that caches repositories under cacheDir.
@@ -162,6 +184,7 @@ func (g *Git) store(url string, auth transport.AuthMethod) (*lockedStore, error)
 		if err != nil {
 			return nil, err
 		}
+		s.fetches = &g.stats.fetches
 		ls = &lockedStore{store: s}
 		g.stores[url] = ls
 	}
@@ -346,12 +369,16 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 		}
 		res, err := commitAndPush(ctx, ls.store, s, s.opts.Branch, edits)
 		if err == nil {
+			if res.Changed {
+				w.git.stats.commits.Add(1)
+			}
 			return res, nil
 		}
 		lastErr = err
 		if ReasonOf(err) != ReasonConflict {
 			return batchResult{}, err
 		}
+		w.git.stats.conflicts.Add(1)
 	}
 	return batchResult{}, fmt.Errorf("publish to %s branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.URL, s.opts.Branch, s.opts.MaxAttempts, lastErr)
 }
@@ -383,10 +410,11 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	}
 	defer func() { _ = sess.Close() }()
 	ref := plumbing.NewBranchReferenceName(branch)
-	tip := refHash(ar, ref)
-	if err := st.ensure(ctx, map[string]plumbing.Hash{branch: tip}); err != nil {
+	tips, err := st.ensure(ctx, map[string]plumbing.Hash{branch: refHash(ar, ref)})
+	if err != nil {
 		return batchResult{}, err
 	}
+	tip := tips[branch]
 	oldTree, err := st.rootTree(tip)
 	if err != nil {
 		return batchResult{}, err

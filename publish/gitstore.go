@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -17,7 +18,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
-	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
@@ -36,6 +36,8 @@ type gitStore struct {
 	repo *git.Repository
 	ep   *transport.Endpoint
 	tr   transport.Transport
+	// fetches counts fetches, for GitStats.
+	fetches *atomic.Int64
 }
 
 const remoteName = "origin"
@@ -103,23 +105,31 @@ func (s *gitStore) hasCommit(h plumbing.Hash) bool {
 }
 
 // ensure fetches the given branches unless every wanted commit is already in
-// the cache. The first fetch into an empty cache is shallow (depth 1); later
-// fetches are incremental and bring only what is new.
-func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) error {
+// the cache, and returns each branch's tip as fetched: it may be newer than
+// the wanted one when the branch moved meanwhile, which narrows the window in
+// which another writer can win the race to the next push. The first fetch
+// into an empty cache is shallow (depth 1); later fetches are incremental
+// and bring only what is new.
+func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (map[string]plumbing.Hash, error) {
+	tips := map[string]plumbing.Hash{}
 	var specs []config.RefSpec
 	for branch, h := range want {
+		tips[branch] = h
 		if h.IsZero() || s.hasCommit(h) {
 			continue
 		}
 		specs = append(specs, config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/%s/%s", branch, remoteName, branch)))
 	}
 	if len(specs) == 0 {
-		return nil
+		return tips, nil
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i] < specs[j] })
 	depth := 0
 	if s.empty() {
 		depth = 1
+	}
+	if s.fetches != nil {
+		s.fetches.Add(1)
 	}
 	err := s.repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: remoteName,
@@ -131,14 +141,20 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) er
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return classifyGitError("fetch from", s.url, err)
+		return nil, classifyGitError("fetch from", s.url, err)
 	}
 	for branch, h := range want {
-		if !h.IsZero() && !s.hasCommit(h) {
-			return fmt.Errorf("fetch from %s: branch %s moved past %s during the fetch", s.url, branch, h)
+		if h.IsZero() {
+			continue
+		}
+		if ref, err := s.repo.Storer.Reference(plumbing.NewRemoteReferenceName(remoteName, branch)); err == nil && s.hasCommit(ref.Hash()) {
+			tips[branch] = ref.Hash()
+		}
+		if !s.hasCommit(tips[branch]) {
+			return nil, fmt.Errorf("fetch from %s: branch %s at %s is not in the fetched objects", s.url, branch, tips[branch])
 		}
 	}
-	return nil
+	return tips, nil
 }
 
 func (s *gitStore) empty() bool {
@@ -156,9 +172,6 @@ func (s *gitStore) empty() bool {
 // old, which makes every push a compare-and-swap.
 func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, ar *packp.AdvRefs, overlay *memory.ObjectStorage, ref plumbing.ReferenceName, old, new plumbing.Hash) error {
 	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
-	if ar.Capabilities.Supports(capability.Atomic) {
-		_ = req.Capabilities.Set(capability.Atomic)
-	}
 	req.Commands = []*packp.Command{{Name: ref, Old: old, New: new}}
 
 	var hashes []plumbing.Hash
@@ -176,16 +189,18 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 	rs, err := sess.ReceivePack(ctx, req)
 	_ = rd.Close()
 	encErr := <-done
+	// The transport returns the report's own error too; the report says
+	// whether the remote refused the update, which is not a transport failure.
+	if rs != nil {
+		if rerr := rs.Error(); rerr != nil {
+			return &pushRejectedError{url: s.url, ref: ref.Short(), reason: strings.TrimPrefix(rerr.Error(), "command error on "+ref.String()+": ")}
+		}
+	}
 	if err != nil {
 		return classifyGitError("push to", s.url, err)
 	}
 	if encErr != nil && !errors.Is(encErr, io.ErrClosedPipe) {
 		return fmt.Errorf("push to %s: encode pack: %w", s.url, encErr)
-	}
-	if rs != nil {
-		if err := rs.Error(); err != nil {
-			return &pushRejectedError{url: s.url, ref: ref.Short(), reason: strings.TrimPrefix(err.Error(), "command error on "+ref.String()+": ")}
-		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ package publishtest
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -45,7 +46,8 @@ func NewGitServer(t testing.TB) *GitServer {
 	}
 	s := &GitServer{Root: t.TempDir()}
 	s.backend = &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Stderr: io.Discard,
+		Path:   filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
 		Env: []string{
 			"GIT_PROJECT_ROOT=" + s.Root,
 			"GIT_HTTP_EXPORT_ALL=1",
@@ -186,4 +188,61 @@ func RunGit(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(stdout.String()), nil
+}
+
+// CommitOnServer commits one file to branch directly in the bare repository,
+// as a forge's web editor or a server-side bot does: read the tip, write a
+// new tree and commit, and move the branch only if it is still at the tip
+// (git update-ref with the old value), retrying when it moved. It returns
+// the new commit.
+func (s *GitServer) CommitOnServer(name, branch, file, content string) (string, error) {
+	bare := s.BareDir(name)
+	index, err := os.CreateTemp("", "scribe-index-")
+	if err != nil {
+		return "", err
+	}
+	indexPath := index.Name()
+	_ = index.Close()
+	defer func() { _ = os.Remove(indexPath) }()
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"--git-dir", bare}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+indexPath, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_AUTHOR_NAME=Server Writer", "GIT_AUTHOR_EMAIL=server@example.com",
+			"GIT_COMMITTER_NAME=Server Writer", "GIT_COMMITTER_EMAIL=server@example.com")
+		cmd.Stdin = strings.NewReader(stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return strings.TrimSpace(stdout.String()), nil
+	}
+	for try := 0; try < 100; try++ {
+		old, err := run("", "rev-parse", "refs/heads/"+branch)
+		if err != nil {
+			return "", err
+		}
+		if _, err := run("", "read-tree", old); err != nil {
+			return "", err
+		}
+		blob, err := run(content, "hash-object", "-w", "--stdin")
+		if err != nil {
+			return "", err
+		}
+		if _, err := run("", "update-index", "--add", "--cacheinfo", "100644,"+blob+","+file); err != nil {
+			return "", err
+		}
+		tree, err := run("", "write-tree")
+		if err != nil {
+			return "", err
+		}
+		commit, err := run("", "commit-tree", tree, "-p", old, "-m", "server-side edit of "+file)
+		if err != nil {
+			return "", err
+		}
+		if _, err := run("", "update-ref", "refs/heads/"+branch, commit, old); err == nil {
+			return commit, nil
+		}
+	}
+	return "", fmt.Errorf("commit %s on %s: branch kept moving", file, branch)
 }
