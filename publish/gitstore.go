@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
@@ -172,6 +174,17 @@ func (s *gitStore) empty() bool {
 // old, which makes every push a compare-and-swap.
 func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, ar *packp.AdvRefs, overlay *memory.ObjectStorage, ref plumbing.ReferenceName, old, new plumbing.Hash) error {
 	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
+	// Ask for the server's messages ("remote: …"): hooks and forges explain
+	// rejections there, e.g. GitHub's "GH006: Protected branch update failed".
+	var remoteMsg bytes.Buffer
+	switch {
+	case ar.Capabilities.Supports(capability.Sideband64k):
+		_ = req.Capabilities.Set(capability.Sideband64k)
+		req.Progress = &remoteMsg
+	case ar.Capabilities.Supports(capability.Sideband):
+		_ = req.Capabilities.Set(capability.Sideband)
+		req.Progress = &remoteMsg
+	}
 	req.Commands = []*packp.Command{{Name: ref, Old: old, New: new}}
 
 	var hashes []plumbing.Hash
@@ -193,7 +206,11 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 	// whether the remote refused the update, which is not a transport failure.
 	if rs != nil {
 		if rerr := rs.Error(); rerr != nil {
-			return &pushRejectedError{url: s.url, ref: ref.Short(), reason: strings.TrimPrefix(rerr.Error(), "command error on "+ref.String()+": ")}
+			reason := strings.TrimPrefix(rerr.Error(), "command error on "+ref.String()+": ")
+			if m := strings.TrimSpace(remoteMsg.String()); m != "" {
+				reason += ": " + strings.Join(strings.Fields(m), " ")
+			}
+			return &pushRejectedError{url: s.url, ref: ref.Short(), reason: reason}
 		}
 	}
 	if err != nil {
