@@ -1,0 +1,393 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/publish/forge"
+)
+
+// PullRequestOptions configure promotion by pull request: the change is
+// pushed to its own branch and proposed into Base through the forge's API.
+type PullRequestOptions struct {
+	// Base is the branch the pull request targets; GitOptions.Branch when empty.
+	Base string
+	// Forge opens, updates and reads pull requests.
+	Forge forge.Client
+}
+
+// Proposal is the state of one custom resource's pull request.
+type Proposal struct {
+	// Branch is scribe/<namespace>/<kind>/<name>.
+	Branch string
+	// Head is the commit at the tip of Branch that carries the change.
+	Head string
+	// Pushed is true when this call moved Branch.
+	Pushed bool
+	// UpToDate is true when Base already holds exactly the change: nothing
+	// to propose, and no pull request was opened.
+	UpToDate bool
+	// PullRequest as the forge reports it; zero when none was opened.
+	PullRequest forge.PullRequest
+	// Merged is true when the change reached Base, by the forge's word or by
+	// Git ancestry (Head is an ancestor of Base's tip) or content (Base's
+	// owned paths equal Head's, as after a squash merge).
+	Merged bool
+	// MergedBy says how the merge was recognised: "forge", "ancestry" or
+	// "content".
+	MergedBy string
+	// MergeCommit is the commit on Base that merged the change, when known.
+	MergeCommit string
+}
+
+// PullRequestBranch is the branch a source's proposals are pushed to.
+func PullRequestBranch(src scribev1.ObjectIdentity) string {
+	return "scribe/" + src.Namespace + "/" + strings.ToLower(src.Kind) + "/" + src.Name
+}
+
+// Propose pushes change to its pull-request branch, on top of Base's tip,
+// and opens or updates the one pull request for it. The branch is moved
+// with a lease (the push names the branch's current commit as the expected
+// old value), so a push never overwrites a commit Scribe has not seen. The
+// body carries a summary of the rendered diff and the evidence text.
+func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOptions, change Change, evidence string) (Proposal, error) {
+	sink, err := g.Sink(opts)
+	if err != nil {
+		return Proposal{}, err
+	}
+	s := sink.(*gitSink)
+	if err := change.Validate(); err != nil {
+		return Proposal{}, &Error{Reason: ReasonInvalid, Op: "propose to", URL: opts.URL, Err: err}
+	}
+	if pr.Forge == nil {
+		return Proposal{}, fmt.Errorf("propose to %s: no forge client", opts.URL)
+	}
+	base := pr.Base
+	if base == "" {
+		base = s.opts.Branch
+	}
+	branch := PullRequestBranch(change.Source)
+	ls, err := g.store(s.opts.URL, s.opts.Auth)
+	if err != nil {
+		return Proposal{}, err
+	}
+
+	prop, title, body, err := func() (Proposal, string, string, error) {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		st := ls.store
+		st.auth = s.opts.Auth
+		sess, ar, err := st.remoteRefs(ctx)
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		defer func() { _ = sess.Close() }()
+		baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
+		if baseTip.IsZero() {
+			return Proposal{}, "", "", &Error{Reason: ReasonNotFound, Op: "propose to", URL: s.opts.URL, Err: fmt.Errorf("base branch %q does not exist", base)}
+		}
+		headRef := plumbing.NewBranchReferenceName(branch)
+		headTip := refHash(ar, headRef)
+		tips, err := st.ensure(ctx, map[string]plumbing.Hash{base: baseTip, branch: headTip})
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		baseTip = tips[base]
+		edits := []pathChange{{Change: change, RepoPath: s.opts.Path}}
+		objs := &memory.NewStorage().ObjectStorage
+		baseTree, err := st.rootTree(baseTip)
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		newTree, err := graft(st, objs, baseTree, edits)
+		if err != nil {
+			return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", s.opts.URL, err)
+		}
+		prop := Proposal{Branch: branch}
+		changed, err := changedOwners(st, objs, baseTree, newTree, edits)
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		if len(changed) == 0 {
+			prop.UpToDate = true
+			return prop, "", "", nil
+		}
+		msg, err := s.message(base, edits, changed)
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		title := strings.SplitN(msg, "\n", 2)[0]
+		summary, err := diffSummary(st, objs, baseTree, newTree, edits[0].dir())
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		body := proposalBody(change, summary, evidence)
+
+		if !headTip.IsZero() {
+			hc, err := object.GetCommit(st.repo.Storer, tips[branch])
+			if err != nil {
+				return Proposal{}, "", "", fmt.Errorf("propose to %s: read %s: %w", s.opts.URL, branch, err)
+			}
+			// The lease: Scribe replaces only its own commit. A commit someone
+			// else pushed onto the branch is kept, and the proposal stops.
+			if !wroteFor(hc.Message, change.Source) {
+				return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: s.opts.URL,
+					Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
+					Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
+			}
+			// The branch already holds this content on this base: keep it.
+			if hc.TreeHash == newTree && len(hc.ParentHashes) == 1 && hc.ParentHashes[0] == baseTip {
+				prop.Head = hc.Hash.String()
+				return prop, title, body, nil
+			}
+		}
+		commit, err := writeCommit(objs, s.opts.Author, s.opts.Signer, newTree, []plumbing.Hash{baseTip}, msg)
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		if err := st.push(ctx, sess, ar, objs, headRef, headTip, commit); err != nil {
+			if rej, ok := err.(*pushRejectedError); ok {
+				return Proposal{}, "", "", st.classifyRejection(ctx, rej, headRef, headTip)
+			}
+			return Proposal{}, "", "", err
+		}
+		if err := st.keep(objs, branch, commit); err != nil {
+			return Proposal{}, "", "", err
+		}
+		prop.Head, prop.Pushed = commit.String(), true
+		return prop, title, body, nil
+	}()
+	if err != nil || prop.UpToDate {
+		return prop, err
+	}
+	p, err := pr.Forge.Ensure(ctx, forge.Request{Head: branch, Base: base, Title: title, Body: body})
+	if err != nil {
+		return prop, fmt.Errorf("propose %s: %w", ObjectRef(change.Source), err)
+	}
+	prop.PullRequest = p
+	return prop, nil
+}
+
+// wroteFor says whether a commit message carries Scribe's trailer for src.
+func wroteFor(message string, src scribev1.ObjectIdentity) bool {
+	for _, t := range Trailers(message) {
+		if t[TrailerObject] == ObjectRef(src) {
+			return true
+		}
+	}
+	return false
+}
+
+// ProposalStatus reads the state of a source's latest pull request and
+// whether its head reached Base. A merge is recognised from the forge, and
+// also from Git alone: the head commit is an ancestor of Base's tip, or Base
+// holds the same owned paths as the head (a squash or rebase merge).
+func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullRequestOptions, src scribev1.ObjectIdentity, head string) (Proposal, error) {
+	sink, err := g.Sink(opts)
+	if err != nil {
+		return Proposal{}, err
+	}
+	s := sink.(*gitSink)
+	base := pr.Base
+	if base == "" {
+		base = s.opts.Branch
+	}
+	branch := PullRequestBranch(src)
+	prop := Proposal{Branch: branch, Head: head}
+	if pr.Forge != nil {
+		p, err := pr.Forge.Latest(ctx, branch, base)
+		if err != nil {
+			return prop, fmt.Errorf("status of %s: %w", ObjectRef(src), err)
+		}
+		if p != nil {
+			prop.PullRequest = *p
+			if prop.Head == "" {
+				prop.Head = p.HeadSHA
+			}
+			if p.State == forge.StateMerged {
+				prop.Merged, prop.MergedBy, prop.MergeCommit = true, "forge", p.MergeCommit
+				return prop, nil
+			}
+		}
+	}
+	if prop.Head == "" {
+		return prop, nil
+	}
+	ls, err := g.store(s.opts.URL, s.opts.Auth)
+	if err != nil {
+		return prop, err
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	st := ls.store
+	st.auth = s.opts.Auth
+	sess, ar, err := st.remoteRefs(ctx)
+	if err != nil {
+		return prop, err
+	}
+	_ = sess.Close()
+	baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
+	headHash := plumbing.NewHash(prop.Head)
+	tips, err := st.ensure(ctx, map[string]plumbing.Hash{base: baseTip})
+	if err != nil {
+		return prop, err
+	}
+	baseTip = tips[base]
+	if !st.hasCommit(headHash) {
+		// Scribe pushed it, so it was in the cache; a fresh cache may lack it
+		// (the branch may be gone after the merge): the forge's word stands.
+		return prop, nil
+	}
+	if ok, err := st.isAncestor(headHash, baseTip); err != nil {
+		return prop, err
+	} else if ok {
+		prop.Merged, prop.MergedBy = true, "ancestry"
+		prop.MergeCommit = firstDescendantOnFirstParent(st, baseTip, headHash)
+		return prop, nil
+	}
+	dir := path.Join(s.opts.Path, OwnedDir(src))
+	same := true
+	for _, p := range []string{dir, dir + ".sync.yaml"} {
+		headTree, err := st.rootTree(headHash)
+		if err != nil {
+			return prop, err
+		}
+		baseTree, err := st.rootTree(baseTip)
+		if err != nil {
+			return prop, err
+		}
+		src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: &memory.NewStorage().ObjectStorage}
+		cache := map[plumbing.Hash]*object.Tree{}
+		a, err := lookupPath(src, cache, headTree, p)
+		if err != nil {
+			return prop, err
+		}
+		b, err := lookupPath(src, cache, baseTree, p)
+		if err != nil {
+			return prop, err
+		}
+		if a != b {
+			same = false
+		}
+	}
+	if same {
+		prop.Merged, prop.MergedBy = true, "content"
+	}
+	return prop, nil
+}
+
+// firstDescendantOnFirstParent walks base's first-parent chain and returns
+// the oldest commit whose history contains head: the merge (or the
+// fast-forwarded head itself).
+func firstDescendantOnFirstParent(st *gitStore, baseTip, head plumbing.Hash) string {
+	cur := baseTip
+	found := baseTip
+	for i := 0; i < 10000; i++ {
+		if cur == head {
+			return cur.String()
+		}
+		c, err := object.GetCommit(st.repo.Storer, cur)
+		if err != nil || len(c.ParentHashes) == 0 {
+			break
+		}
+		ok, err := st.isAncestor(head, c.ParentHashes[0])
+		if err != nil || !ok {
+			return cur.String()
+		}
+		found = c.ParentHashes[0]
+		cur = found
+	}
+	return found.String()
+}
+
+// diffSummary lists the files below dir (and dir.sync.yaml) that differ
+// between two trees, as "added", "modified" or "removed".
+func diffSummary(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, dir string) ([]string, error) {
+	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
+	files := func(root plumbing.Hash) (map[string]plumbing.Hash, error) {
+		out := map[string]plumbing.Hash{}
+		cache := map[plumbing.Hash]*object.Tree{}
+		if h, err := lookupPath(src, cache, root, dir+".sync.yaml"); err != nil {
+			return nil, err
+		} else if !h.IsZero() {
+			out[dir+".sync.yaml"] = h
+		}
+		h, err := lookupPath(src, cache, root, dir)
+		if err != nil || h.IsZero() {
+			return out, err
+		}
+		t, err := object.GetTree(src, h)
+		if err != nil {
+			return nil, err
+		}
+		walker := object.NewTreeWalker(t, true, nil)
+		defer walker.Close()
+		for {
+			name, e, err := walker.Next()
+			if err != nil {
+				break
+			}
+			if e.Mode != filemode.Dir {
+				out[dir+"/"+name] = e.Hash
+			}
+		}
+		return out, nil
+	}
+	before, err := files(oldTree)
+	if err != nil {
+		return nil, err
+	}
+	after, err := files(newTree)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for p, h := range after {
+		switch old, ok := before[p]; {
+		case !ok:
+			lines = append(lines, "added    "+p)
+		case old != h:
+			lines = append(lines, "modified "+p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			lines = append(lines, "removed  "+p)
+		}
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i][9:] < lines[j][9:] })
+	return lines, nil
+}
+
+func proposalBody(c Change, summary []string, evidence string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Scribe proposes this change for %s (generation %d).\n\n", ObjectRef(c.Source), c.Generation)
+	if c.Reason != "" {
+		fmt.Fprintf(&b, "%s\n\n", c.Reason)
+	}
+	b.WriteString("### Rendered changes\n\n```\n")
+	for _, l := range summary {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("```\n")
+	if c.Bundle != nil {
+		fmt.Fprintf(&b, "\nDigest: `%s`\n", c.Bundle.Digest)
+	}
+	b.WriteString("\n### Evidence\n\n")
+	if strings.TrimSpace(evidence) == "" {
+		b.WriteString("_none yet_\n")
+	} else {
+		b.WriteString(strings.TrimRight(evidence, "\n") + "\n")
+	}
+	b.WriteString("\n<!-- scribe: " + ObjectRef(c.Source) + " -->\n")
+	return b.String()
+}
