@@ -35,7 +35,8 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("%s %s: %s", e.Op, e.URL, e.Err)
+	// Server answers often end in newlines; an error is one line.
+	msg := fmt.Sprintf("%s %s: %s", e.Op, e.URL, strings.Join(strings.Fields(e.Err.Error()), " "))
 	if e.Hint != "" {
 		msg += " (" + e.Hint + ")"
 	}

@@ -173,6 +173,33 @@ func (g *Git) Sink(opts GitOptions) (Sink, error) {
 	return &gitSink{w: w, opts: opts, tmpl: tmpl}, nil
 }
 
+// CheckAccess asks the remote for its refs over the push service, which
+// proves the URL, the network path and the credentials (forges check write
+// access there), and returns the branch's head ("" when the branch does not
+// exist yet). Nothing is fetched or written.
+func (g *Git) CheckAccess(ctx context.Context, opts GitOptions) (string, error) {
+	if opts.URL == "" || opts.Branch == "" {
+		return "", fmt.Errorf("git access check: url and branch are required")
+	}
+	ls, err := g.store(opts.URL, opts.Auth)
+	if err != nil {
+		return "", err
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.store.auth = opts.Auth
+	sess, ar, err := ls.store.remoteRefs(ctx)
+	if err != nil {
+		return "", err
+	}
+	_ = sess.Close()
+	h := refHash(ar, plumbing.NewBranchReferenceName(opts.Branch))
+	if h.IsZero() {
+		return "", nil
+	}
+	return h.String(), nil
+}
+
 // store returns the cached repository of url, opening it on first use.
 func (g *Git) store(url string, auth transport.AuthMethod) (*lockedStore, error) {
 	g.mu.Lock()
@@ -380,7 +407,8 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 		}
 		w.git.stats.conflicts.Add(1)
 	}
-	return batchResult{}, fmt.Errorf("publish to %s branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.URL, s.opts.Branch, s.opts.MaxAttempts, lastErr)
+	return batchResult{}, &Error{Reason: ReasonConflict, Op: "publish to", URL: s.opts.URL,
+		Err: fmt.Errorf("branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.Branch, s.opts.MaxAttempts, errors.Unwrap(lastErr))}
 }
 
 // sleepBackoff waits a full-jitter exponential backoff: a random duration

@@ -92,7 +92,11 @@ func TestGitPublishWithForeignWritersLosesNothing(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "busy", "main")
 	g := publish.NewGit(t.TempDir())
-	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	// The writers below are far busier than any real branch, and CI runs
+	// other packages' tests beside this one, so allow more tries than the
+	// default 10: the test is about losing nothing, not about the bound
+	// (TestGitPublishGivesUpAfterBoundedConflicts proves the bound).
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "deploy", MaxAttempts: 60, Backoff: 20 * time.Millisecond})
 
 	const writers, bundles, publishers = 4, 200, 8
 	ctx, stopForeign := context.WithCancel(context.Background())
@@ -163,6 +167,82 @@ func TestGitPublishWithForeignWritersLosesNothing(t *testing.T) {
 	for i, files := range foreign {
 		if len(files) == 0 {
 			t.Errorf("foreign writer %d got nothing onto the branch: the test proved nothing", i)
+		}
+	}
+}
+
+func TestGitPublishGivesUpAfterBoundedConflicts(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "racy", "main")
+	// Another writer commits just before every push of Scribe arrives, so
+	// each push loses the compare-and-swap.
+	n := 0
+	srv.BeforePush(func(repo string) {
+		n++
+		if _, err := srv.CommitOnServer(repo, "main", fmt.Sprintf("racer/%d.txt", n), "racing writer\n"); err != nil {
+			t.Error(err)
+		}
+	})
+	g := publish.NewGit(t.TempDir())
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", MaxAttempts: 3, Backoff: time.Millisecond})
+	_, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("ns", "a", "x")))
+	if err == nil {
+		t.Fatal("publish succeeded against a branch that always moves")
+	}
+	if publish.ReasonOf(err) != publish.ReasonConflict || !strings.Contains(err.Error(), "gave up after 3 attempts") {
+		t.Fatalf("err = %v (reason %s)", err, publish.ReasonOf(err))
+	}
+	if c := g.Stats().Conflicts; c != 3 {
+		t.Errorf("%d conflicts counted, want 3", c)
+	}
+	// The racing writer's commits are all there; Scribe's is not.
+	work := clone(t, url, "main")
+	if n := publishtest.Git(t, work, "rev-list", "--count", "--grep=server-side edit of racer/", "HEAD"); n != "3" {
+		t.Errorf("%s racing commits on main, want 3", n)
+	}
+	if _, err := os.Stat(filepath.Join(work, "ns")); !os.IsNotExist(err) {
+		t.Error("a rejected publish left files on the branch")
+	}
+}
+
+func TestGitPublishRetriesOnTheNewTipAfterLosingARace(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "racy", "main")
+	raced := false
+	srv.BeforePush(func(repo string) {
+		if !raced {
+			raced = true
+			if _, err := srv.CommitOnServer(repo, "main", "deploy/ns/workload/NOTE", "someone else's file next to Scribe's\n"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	g := publish.NewGit(t.TempDir())
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	b := testBundle("ns", "a", "x")
+	res, err := sink.Publish(context.Background(), publish.ChangeFor(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := g.Stats().Conflicts; c != 1 {
+		t.Errorf("%d conflicts, want 1", c)
+	}
+	work := clone(t, url, "main")
+	if head := publishtest.Git(t, work, "rev-parse", "HEAD"); head != res.Commit {
+		t.Fatalf("main at %s, publish said %s", head, res.Commit)
+	}
+	// Scribe regenerated its subtree on the new tip: the foreign commit is
+	// its parent and the foreign file, next to Scribe's directory, is kept.
+	parent := publishtest.Git(t, work, "log", "-1", "--format=%s", "HEAD^")
+	if parent != "server-side edit of deploy/ns/workload/NOTE" {
+		t.Errorf("parent of Scribe's commit = %q", parent)
+	}
+	if data := readFile(t, filepath.Join(work, "deploy/ns/workload/NOTE")); data != "someone else's file next to Scribe's\n" {
+		t.Errorf("foreign file = %q", data)
+	}
+	for _, f := range b.Files {
+		if data := readFile(t, filepath.Join(work, "deploy", f.Path)); data != string(f.Data) {
+			t.Errorf("%s = %q", f.Path, data)
 		}
 	}
 }

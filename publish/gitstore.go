@@ -40,6 +40,30 @@ type gitStore struct {
 	tr   transport.Transport
 	// fetches counts fetches, for GitStats.
 	fetches *atomic.Int64
+	// loose counts objects written loose since the cache was opened.
+	loose int
+}
+
+// A cache that has grown this fragmented (every fetch adds a pack, every
+// push adds loose objects) is dropped and fetched again, shallow: cheaper
+// than repacking, and bounded.
+const (
+	maxCachePacks = 64
+	maxCacheLoose = 20000
+)
+
+// compact resets the cache when it has become too fragmented.
+func (s *gitStore) compact() error {
+	packs, _ := filepath.Glob(filepath.Join(s.dir, "objects", "pack", "*.pack"))
+	if len(packs) <= maxCachePacks && s.loose <= maxCacheLoose {
+		return nil
+	}
+	fresh, err := resetGitStore(s.dir, s.url)
+	if err != nil {
+		return err
+	}
+	s.repo, s.loose = fresh, 0
+	return nil
 }
 
 const remoteName = "origin"
@@ -56,15 +80,8 @@ func openGitStore(dir, url string, auth transport.AuthMethod) (*gitStore, error)
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		// Absent or unusable: start a fresh cache.
-		if rmErr := os.RemoveAll(dir); rmErr != nil {
-			return nil, fmt.Errorf("reset git cache %s: %w", dir, rmErr)
-		}
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return nil, fmt.Errorf("create git cache %s: %w", dir, err)
-		}
-		repo, err = git.PlainInit(dir, true)
-		if err != nil {
-			return nil, fmt.Errorf("init git cache %s: %w", dir, err)
+		if repo, err = resetGitStore(dir, url); err != nil {
+			return nil, err
 		}
 	}
 	if _, err := repo.Remote(remoteName); errors.Is(err, git.ErrRemoteNotFound) {
@@ -73,6 +90,24 @@ func openGitStore(dir, url string, auth transport.AuthMethod) (*gitStore, error)
 		}
 	}
 	return &gitStore{dir: dir, url: url, auth: auth, repo: repo, ep: ep, tr: tr}, nil
+}
+
+// resetGitStore replaces dir with an empty bare repository.
+func resetGitStore(dir, url string) (*git.Repository, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("create git cache %s: %w", dir, err)
+	}
+	repo, err := git.PlainInit(dir, true)
+	if err != nil {
+		return nil, fmt.Errorf("init git cache %s: %w", dir, err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
+		return nil, fmt.Errorf("git cache %s: add remote: %w", dir, err)
+	}
+	return repo, nil
 }
 
 // remoteRefs asks the remote for its refs through a receive-pack session,
@@ -126,6 +161,9 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (m
 		return tips, nil
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i] < specs[j] })
+	if err := s.compact(); err != nil {
+		return nil, err
+	}
 	depth := 0
 	if s.empty() {
 		depth = 1
@@ -230,6 +268,7 @@ func (s *gitStore) keep(overlay *memory.ObjectStorage, branch string, commit plu
 			return fmt.Errorf("git cache %s: store object: %w", s.dir, err)
 		}
 	}
+	s.loose += len(overlay.Objects)
 	ref := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), commit)
 	if err := s.repo.Storer.SetReference(ref); err != nil {
 		return fmt.Errorf("git cache %s: update %s: %w", s.dir, ref.Name(), err)

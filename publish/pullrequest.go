@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -155,7 +156,8 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 			return Proposal{}, "", "", err
 		}
 		if err := st.push(ctx, sess, ar, objs, headRef, headTip, commit); err != nil {
-			if rej, ok := err.(*pushRejectedError); ok {
+			var rej *pushRejectedError
+			if errors.As(err, &rej) {
 				return Proposal{}, "", "", st.classifyRejection(ctx, rej, headRef, headTip)
 			}
 			return Proposal{}, "", "", err

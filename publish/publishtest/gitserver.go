@@ -34,6 +34,17 @@ type GitServer struct {
 	password string
 	token    string
 	requests int
+	// beforePush runs before each push request reaches git.
+	beforePush func(repo string)
+}
+
+// BeforePush makes fn run before every push (POST …/git-receive-pack) is
+// handed to git, with the repository name: a test can move the branch
+// there to lose the push its compare-and-swap, deterministically.
+func (s *GitServer) BeforePush(fn func(repo string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beforePush = fn
 }
 
 // NewGitServer starts a server whose repositories live in a temporary
@@ -68,9 +79,12 @@ func NewGitServer(t testing.TB) *GitServer {
 
 func (s *GitServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	user, pass, token := s.username, s.password, s.token
+	user, pass, token, before := s.username, s.password, s.token, s.beforePush
 	s.requests++
 	s.mu.Unlock()
+	if before != nil && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+		before(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(r.URL.Path, "/git-receive-pack"), "/"), ".git"))
+	}
 	switch {
 	case token != "":
 		if r.Header.Get("Authorization") != "Bearer "+token {

@@ -28,13 +28,13 @@ type SSHServer struct {
 	// HostKey is the server's public host key.
 	HostKey ssh.PublicKey
 
-	git      *GitServer
-	ln       net.Listener
-	cfg      *ssh.ServerConfig
-	mu       sync.Mutex
-	allowed  map[string]bool
-	conns    map[net.Conn]bool
-	wg       sync.WaitGroup
+	git     *GitServer
+	ln      net.Listener
+	cfg     *ssh.ServerConfig
+	mu      sync.Mutex
+	allowed map[string]bool
+	conns   map[net.Conn]bool
+	wg      sync.WaitGroup
 }
 
 // NewSSHServer starts an SSH front for the repositories of gs; it stops

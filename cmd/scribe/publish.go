@@ -1,0 +1,405 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/publish/ocisink"
+)
+
+// exitPublishFailed is scribe publish's exit code when the target refused
+// or could not be reached: the input was fine, the publish was not.
+const exitPublishFailed = 1
+
+// Environment variables with Git credentials; they override the files of
+// --secret-dir with the same meaning.
+const (
+	envGitUsername = "SCRIBE_GIT_USERNAME"
+	envGitPassword = "SCRIBE_GIT_PASSWORD"
+	envGitToken    = "SCRIBE_GIT_TOKEN"
+)
+
+// dockerConfigKey is the key of a kubernetes.io/dockerconfigjson Secret.
+const dockerConfigKey = ".dockerconfigjson"
+
+// publishFlags are the flags of scribe publish beyond the render flags.
+type publishFlags struct {
+	git             string
+	branch          string
+	oci             string
+	out             string
+	secretDir       string
+	dockerConfig    string
+	authorName      string
+	authorEmail     string
+	messageTemplate string
+	insecure        bool
+	cacheDir        string
+}
+
+func (p *publishFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&p.git, "git", "", "publish to this Git repository (https://, http://, ssh:// or scp form)")
+	fl.StringVar(&p.branch, "branch", "main", "with --git: branch that receives the commit (with --applier ArgoCD it is also --revision)")
+	fl.StringVar(&p.oci, "oci", "", "publish to this OCI artifact, oci://HOST/REPO[:TAG] (tag latest if omitted)")
+	fl.StringVarP(&p.out, "output", "o", "", "write the tree to DIR/<path> (that directory is replaced atomically)")
+	fl.StringVar(&p.secretDir, "secret-dir", "", "directory laid out as a mounted Secret: username, password, bearerToken, identity, known_hosts (Git) or .dockerconfigjson (OCI)")
+	fl.StringVar(&p.dockerConfig, "docker-config", "", "with --oci: Docker config JSON file with the registry's credentials")
+	fl.StringVar(&p.authorName, "author-name", "", "with --git: commit author name (default Scribe)")
+	fl.StringVar(&p.authorEmail, "author-email", "", "with --git: commit author email (default scribe@scribe.dev)")
+	fl.StringVar(&p.messageTemplate, "message-template", "", "with --git: Go template of the commit subject and body; Scribe appends its trailers")
+	fl.BoolVar(&p.insecure, "insecure", false, "with --oci: allow plain HTTP to the registry")
+	fl.StringVar(&p.cacheDir, "cache-dir", "", "with --git: cache of fetched repositories (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/git)")
+}
+
+func newPublishCmd() *cobra.Command {
+	var f renderFlags
+	var p publishFlags
+	cmd := &cobra.Command{
+		Use:   "publish -f FILE|DIR (--git URL [--branch B] | --oci oci://HOST/REPO[:TAG] | -o DIR) [--path P]",
+		Short: "Render custom resources and publish them to Git, an OCI registry or a directory",
+		Long: `Publish renders every custom resource exactly as scribe render does and
+publishes all of them at once: one commit on --branch of --git, one artifact
+pushed to --oci, or one atomic write of -o DIR/<path>. If any custom resource
+fails to render, nothing is published. --path is both the directory the
+bundles are written under and the path the sync objects point at.
+
+Credentials (never needed for -o): --secret-dir DIR with the files of a
+mounted Secret (Git: username and password, or bearerToken, or identity and
+known_hosts; OCI: .dockerconfigjson), the variables SCRIBE_GIT_USERNAME,
+SCRIBE_GIT_PASSWORD and SCRIBE_GIT_TOKEN (bearer), which override those
+files, and --docker-config FILE for OCI.
+
+On success one line goes to stdout:
+  published N objects to URL REVISION (changed|unchanged)
+  published N objects to DIR
+Exit code 0: published (changed or unchanged); 1: the target failed (the
+error's reason, such as AuthenticationFailed, is on stderr); 2: bad input.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPublish(cmd, &f, &p)
+		},
+	}
+	f.register(cmd)
+	p.register(cmd)
+	return cmd
+}
+
+// publishTarget is where publish writes: a sink, or a local directory.
+type publishTarget struct {
+	sink  publish.Sink
+	where string // URL or directory, for the report line
+	dir   string // -o: the directory WriteDir replaces
+	oci   bool
+}
+
+func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
+	bad := func(err error) error { return &codeError{code: exitError, err: err} }
+	if err := p.check(cmd, f); err != nil {
+		return bad(err)
+	}
+	target, err := p.target(f.path, os.Getenv)
+	if err != nil {
+		return bad(err)
+	}
+	bundles, err := f.renderAll(cmd.Context())
+	if err != nil {
+		return bad(err)
+	}
+	if len(bundles) == 0 {
+		return bad(fmt.Errorf("--file: no custom resources in %s", strings.Join(f.files, ", ")))
+	}
+	objects := fmt.Sprintf("%d object", len(bundles))
+	if len(bundles) != 1 {
+		objects += "s"
+	}
+	w := cmd.OutOrStdout()
+	if target.sink == nil {
+		if err := publish.WriteDir(target.dir, bundles); err != nil {
+			return &codeError{code: exitPublishFailed, err: fmt.Errorf("publish to %s: %w", target.dir, err)}
+		}
+		return writeReport(w, "published %s to %s\n", objects, target.where)
+	}
+	changes := make([]publish.Change, 0, len(bundles))
+	for _, b := range bundles {
+		changes = append(changes, publish.ChangeFor(b))
+	}
+	res, err := target.sink.Publish(cmd.Context(), changes...)
+	if err != nil {
+		return publishFailure(err, target.oci)
+	}
+	state := "unchanged"
+	if res.Changed {
+		state = "changed"
+	}
+	return writeReport(w, "published %s to %s %s (%s)\n", objects, target.where, res.Revision, state)
+}
+
+func writeReport(w io.Writer, format string, args ...any) error {
+	if _, err := fmt.Fprintf(w, format, args...); err != nil {
+		return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
+	}
+	return nil
+}
+
+// check validates the combination of flags and makes the render flags agree
+// with the target: a clean --path, the Flux source kind of the target and,
+// for Argo CD, the branch it tracks.
+func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
+	changed := cmd.Flags().Changed
+	n := 0
+	for _, set := range []bool{changed("git"), changed("oci"), changed("output")} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("exactly one of --git, --oci or -o/--output is required")
+	}
+	for _, fl := range []struct {
+		name, target string
+		ok           bool
+	}{
+		{"branch", "--git", p.git != ""},
+		{"author-name", "--git", p.git != ""},
+		{"author-email", "--git", p.git != ""},
+		{"message-template", "--git", p.git != ""},
+		{"cache-dir", "--git", p.git != ""},
+		{"insecure", "--oci", p.oci != ""},
+		{"docker-config", "--oci", p.oci != ""},
+		{"secret-dir", "--git or --oci", p.out == ""},
+	} {
+		if changed(fl.name) && !fl.ok {
+			return fmt.Errorf("--%s applies only to %s", fl.name, fl.target)
+		}
+	}
+	switch {
+	case changed("git") && p.git == "":
+		return fmt.Errorf("--git: empty URL")
+	case changed("oci") && p.oci == "":
+		return fmt.Errorf("--oci: empty URL")
+	case changed("output") && p.out == "":
+		return fmt.Errorf("-o/--output: empty directory")
+	case p.git != "" && p.branch == "":
+		return fmt.Errorf("--branch: empty branch name")
+	case (p.authorName == "") != (p.authorEmail == ""):
+		return fmt.Errorf("--author-name and --author-email go together: set both or neither")
+	}
+
+	clean, err := cleanRepoPath(f.path)
+	if err != nil {
+		return err
+	}
+	f.path = clean
+
+	if f.applier == "Flux" {
+		switch {
+		case p.oci != "" && !changed("source-kind"):
+			f.sourceKind = "OCIRepository"
+		case p.oci != "" && f.sourceKind != "OCIRepository":
+			return fmt.Errorf("--source-kind %s cannot sync an OCI artifact: use OCIRepository with --oci", f.sourceKind)
+		case p.git != "" && f.sourceKind != "GitRepository":
+			return fmt.Errorf("--source-kind %s cannot sync a Git repository: use GitRepository with --git", f.sourceKind)
+		}
+	}
+	if f.applier == "ArgoCD" && p.git != "" {
+		switch {
+		case changed("branch") && changed("revision") && p.branch != f.revision:
+			return fmt.Errorf("--branch %s and --revision %s differ: Argo CD would track a branch Scribe does not publish to", p.branch, f.revision)
+		case changed("revision"):
+			p.branch = f.revision
+		default:
+			f.revision = p.branch
+		}
+		if f.repoURL == "" {
+			f.repoURL = p.git
+		}
+	}
+	return nil
+}
+
+// cleanRepoPath cleans --path and refuses paths that leave the repository.
+func cleanRepoPath(p string) (string, error) {
+	c := path.Clean(filepath.ToSlash(p))
+	if path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("--path %q must be a relative path inside the repository", p)
+	}
+	return c, nil
+}
+
+// target builds the sink for the flags. It reads credentials but does no
+// network I/O, so every configuration error shows before rendering.
+func (p *publishFlags) target(repoPath string, getenv func(string) string) (publishTarget, error) {
+	sinkPath := repoPath
+	if sinkPath == "." {
+		sinkPath = ""
+	}
+	switch {
+	case p.out != "":
+		dir := filepath.Join(p.out, filepath.FromSlash(repoPath))
+		return publishTarget{where: dir, dir: dir}, nil
+	case p.oci != "":
+		cfg, err := p.dockerConfigJSON()
+		if err != nil {
+			return publishTarget{}, err
+		}
+		s, err := ocisink.New(ocisink.Options{URL: p.oci, Path: sinkPath, Insecure: p.insecure, DockerConfigJSON: cfg})
+		if err != nil {
+			return publishTarget{}, fmt.Errorf("--oci: %w", err)
+		}
+		return publishTarget{sink: s, where: s.URL(), oci: true}, nil
+	default:
+		data, err := p.gitSecret(getenv)
+		if err != nil {
+			return publishTarget{}, err
+		}
+		auth, err := publish.GitAuth(p.git, data)
+		if err != nil {
+			return publishTarget{}, fmt.Errorf("%w (credentials come from --secret-dir and %s, %s, %s)", err, envGitUsername, envGitPassword, envGitToken)
+		}
+		cacheDir := p.cacheDir
+		if cacheDir == "" {
+			if cacheDir, err = defaultGitCacheDir(getenv); err != nil {
+				return publishTarget{}, err
+			}
+		}
+		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate}
+		if p.authorName != "" {
+			opts.Author = publish.Signature{Name: p.authorName, Email: p.authorEmail}
+		}
+		s, err := publish.NewGit(cacheDir).Sink(opts)
+		if err != nil {
+			return publishTarget{}, fmt.Errorf("--git: %w", err)
+		}
+		return publishTarget{sink: s, where: redactURL(p.git)}, nil
+	}
+}
+
+// gitSecret collects the Git credentials: the Secret files of --secret-dir,
+// overridden by the SCRIBE_GIT_* variables.
+func (p *publishFlags) gitSecret(getenv func(string) string) (map[string][]byte, error) {
+	data := map[string][]byte{}
+	if p.secretDir != "" {
+		keys := []string{publish.SecretUsername, publish.SecretPassword, publish.SecretBearerToken, publish.SecretIdentity, publish.SecretKnownHosts}
+		if err := readSecretDir(p.secretDir, keys, data); err != nil {
+			return nil, err
+		}
+		if len(data) == 0 {
+			return nil, fmt.Errorf("--secret-dir %s holds none of the Git credential files %s", p.secretDir, strings.Join(keys, ", "))
+		}
+	}
+	for env, key := range map[string]string{envGitUsername: publish.SecretUsername, envGitPassword: publish.SecretPassword, envGitToken: publish.SecretBearerToken} {
+		if v := getenv(env); v != "" {
+			data[key] = []byte(v)
+		}
+	}
+	return data, nil
+}
+
+// dockerConfigJSON reads the registry credentials of --docker-config or of
+// --secret-dir's .dockerconfigjson.
+func (p *publishFlags) dockerConfigJSON() ([]byte, error) {
+	if p.dockerConfig != "" && p.secretDir != "" {
+		return nil, fmt.Errorf("--docker-config and --secret-dir both give registry credentials: use one")
+	}
+	if p.dockerConfig != "" {
+		data, err := os.ReadFile(p.dockerConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--docker-config: %w", err)
+		}
+		return data, nil
+	}
+	if p.secretDir == "" {
+		return nil, nil
+	}
+	data := map[string][]byte{}
+	if err := readSecretDir(p.secretDir, []string{dockerConfigKey}, data); err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("--secret-dir %s has no %s file", p.secretDir, dockerConfigKey)
+	}
+	return data[dockerConfigKey], nil
+}
+
+// readSecretDir reads the files named keys that exist in dir into data.
+func readSecretDir(dir string, keys []string, data map[string][]byte) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--secret-dir: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--secret-dir: %s is not a directory", dir)
+	}
+	for _, k := range keys {
+		v, err := os.ReadFile(filepath.Join(dir, k))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("--secret-dir: %w", err)
+		}
+		data[k] = v
+	}
+	return nil
+}
+
+// defaultGitCacheDir is ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/git.
+func defaultGitCacheDir(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_CACHE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "scribe", "git"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("--cache-dir: no default without $HOME or $XDG_CACHE_HOME: %w", err)
+	}
+	return filepath.Join(home, ".cache", "scribe", "git"), nil
+}
+
+// redactURL hides a password embedded in a URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// publishFailure turns an error of Sink.Publish into the CLI's error: its
+// reason first, then the message, then where credentials come from when
+// they were the problem. A change the sink finds invalid (such as a
+// commit message template that fails) is bad input, exit 2; anything
+// else is a failed publish, exit 1.
+func publishFailure(err error, oci bool) error {
+	reason := publish.ReasonOf(err)
+	switch {
+	case errors.Is(err, ocisink.ErrUnauthorized):
+		reason = publish.ReasonAuthentication
+	case errors.Is(err, ocisink.ErrUnreachable):
+		reason = publish.ReasonUnreachable
+	case errors.Is(err, ocisink.ErrInvalidURL):
+		reason = publish.ReasonInvalid
+	}
+	msg := fmt.Errorf("%s: %w", reason, err)
+	if reason == publish.ReasonAuthentication {
+		from := fmt.Sprintf("--secret-dir, %s/%s or %s", envGitUsername, envGitPassword, envGitToken)
+		if oci {
+			from = "--docker-config or " + dockerConfigKey + " in --secret-dir"
+		}
+		msg = fmt.Errorf("%w\nauthentication failed: check the credentials given by %s", msg, from)
+	}
+	code := exitPublishFailed
+	if reason == publish.ReasonInvalid {
+		code = exitError
+	}
+	return &codeError{code: code, err: msg}
+}

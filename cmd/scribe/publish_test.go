@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"log"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/publish/ocisink"
+	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// canary is a single valid fixture, for tests that need any render at all.
+var canary = filepath.Join(fixtures, "valid", "workload-canary-50.yaml")
+
+// clearGitEnv unsets the credential variables for the test, so that the
+// caller's environment does not leak into it.
+func clearGitEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{envGitUsername, envGitPassword, envGitToken} {
+		t.Setenv(k, "")
+	}
+}
+
+func branchHead(t *testing.T, srv *publishtest.GitServer, repo, branch string) string {
+	t.Helper()
+	return publishtest.Git(t, "", "--git-dir", srv.BareDir(repo), "rev-parse", "refs/heads/"+branch)
+}
+
+// readTree returns every file below root by its slash path relative to root.
+func readTree(t *testing.T, root string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = data
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var gitReport = regexp.MustCompile(`^published (\d+) objects? to (\S+) main@sha1:([0-9a-f]{40}) \((changed|unchanged)\)\n$`)
+
+func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) {
+	clearGitEnv(t)
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	before := branchHead(t, srv, "exp", "main")
+	args := []string{"publish", "-f", filepath.Join(fixtures, "valid"), "--git", url, "--path", "clusters/dev", "--cache-dir", t.TempDir(),
+		"--author-name", "CI Bot", "--author-email", "ci@example.com", "--message-template", "ci: publish {{len .Changes}} objects to {{.Path}}"}
+
+	code, stdout, stderr := scribe(t, args...)
+	if code != exitOK {
+		t.Fatalf("publish: exit %d: %s", code, stderr)
+	}
+	m := gitReport.FindStringSubmatch(stdout)
+	if m == nil || m[1] != "7" || m[2] != url || m[4] != "changed" {
+		t.Fatalf("report %q does not say 7 objects were published to %s and changed", stdout, url)
+	}
+	head := branchHead(t, srv, "exp", "main")
+	if m[3] != head {
+		t.Fatalf("reported commit %s, branch is at %s", m[3], head)
+	}
+	if parent := publishtest.Git(t, "", "--git-dir", srv.BareDir("exp"), "rev-parse", head+"^"); parent != before {
+		t.Fatalf("the publish is not one commit on top of %s: parent %s", before, parent)
+	}
+
+	// The clone holds exactly what scribe render writes, under the path,
+	// and keeps the files Scribe does not own.
+	rendered := filepath.Join(t.TempDir(), "rendered")
+	if code, _, stderr := scribe(t, "render", "-f", filepath.Join(fixtures, "valid"), "--path", "clusters/dev", "-o", rendered); code != exitOK {
+		t.Fatalf("render: exit %d: %s", code, stderr)
+	}
+	want := readTree(t, rendered)
+	clone := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", "--branch", "main", url, clone)
+	if _, err := os.Stat(filepath.Join(clone, "README.md")); err != nil {
+		t.Errorf("the publish removed a file Scribe does not own: %v", err)
+	}
+	got := readTree(t, filepath.Join(clone, "clusters", "dev"))
+	for p, data := range want {
+		if !bytes.Equal(got[p], data) {
+			t.Errorf("%s: the clone differs from scribe render's output", p)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the clone has %d files under clusters/dev, scribe render wrote %d", len(got), len(want))
+	}
+
+	if got := publishtest.Git(t, clone, "log", "-1", "--format=%an <%ae> %s"); got != "CI Bot <ci@example.com> ci: publish 7 objects to clusters/dev" {
+		t.Errorf("commit author and subject %q do not follow --author-name, --author-email and --message-template", got)
+	}
+
+	// One trailer block per custom resource, naming it and its digest.
+	var wantRefs []string
+	for p, data := range want {
+		if strings.HasSuffix(p, "/.scribe.json") {
+			var prov render.Provenance
+			if err := json.Unmarshal(data, &prov); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			wantRefs = append(wantRefs, publish.ObjectRef(prov.Source))
+		}
+	}
+	var gotRefs []string
+	for _, tr := range publish.Trailers(publishtest.Git(t, clone, "log", "-1", "--format=%B")) {
+		gotRefs = append(gotRefs, tr[publish.TrailerObject])
+		if !strings.HasPrefix(tr[publish.TrailerDigest], "sha256:") {
+			t.Errorf("trailers of %s have no digest: %v", tr[publish.TrailerObject], tr)
+		}
+	}
+	slices.Sort(wantRefs)
+	slices.Sort(gotRefs)
+	if len(wantRefs) != 7 || !slices.Equal(gotRefs, wantRefs) {
+		t.Errorf("commit trailers name %v, want %v", gotRefs, wantRefs)
+	}
+
+	// The same input again changes nothing.
+	code, stdout, stderr = scribe(t, args...)
+	if code != exitOK {
+		t.Fatalf("second publish: exit %d: %s", code, stderr)
+	}
+	if m := gitReport.FindStringSubmatch(stdout); m == nil || m[3] != head || m[4] != "unchanged" {
+		t.Fatalf("second publish reported %q, want unchanged at %s", stdout, head)
+	}
+	if again := branchHead(t, srv, "exp", "main"); again != head {
+		t.Fatalf("second publish moved the branch from %s to %s", head, again)
+	}
+}
+
+func TestPublishToGitAuthenticatesFromSecretDirAndEnvironment(t *testing.T) {
+	type server int
+	const (
+		basic server = iota
+		bearer
+	)
+	for _, tc := range []struct {
+		name     string
+		server   server
+		files    map[string]string // --secret-dir content; nil for no flag
+		env      map[string]string
+		wantCode int
+		wantErr  string
+	}{
+		{name: "basic auth from secret dir", server: basic, files: map[string]string{"username": "ci", "password": "s3cret\n"}, wantCode: exitOK},
+		{name: "bearer token from SCRIBE_GIT_TOKEN", server: bearer, env: map[string]string{envGitToken: "t0ken"}, wantCode: exitOK},
+		{name: "environment overrides the secret dir", server: basic, files: map[string]string{"username": "ci", "password": "old"}, env: map[string]string{envGitPassword: "s3cret"}, wantCode: exitOK},
+		{name: "wrong password is an authentication failure", server: basic, files: map[string]string{"username": "ci", "password": "wrong"}, wantCode: exitPublishFailed, wantErr: "authentication"},
+		{name: "wrong token is an authentication failure", server: bearer, env: map[string]string{envGitToken: "wrong"}, wantCode: exitPublishFailed, wantErr: "authentication"},
+		{name: "no credentials is an authentication failure", server: bearer, wantCode: exitPublishFailed, wantErr: "authentication"},
+		{name: "username without password is bad input", server: basic, files: map[string]string{"username": "ci"}, wantCode: exitError, wantErr: `"username" is set but "password" is empty`},
+		{name: "token and username together are bad input", server: bearer, files: map[string]string{"username": "ci"}, env: map[string]string{envGitToken: "t0ken"}, wantCode: exitError, wantErr: "not both"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearGitEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			srv := publishtest.NewGitServer(t)
+			url := srv.InitRepo(t, "exp", "main")
+			switch tc.server {
+			case basic:
+				srv.RequireBasicAuth("ci", "s3cret")
+			case bearer:
+				srv.RequireBearerToken("t0ken")
+			}
+			before := branchHead(t, srv, "exp", "main")
+			args := []string{"publish", "-f", canary, "--git", url, "--cache-dir", t.TempDir()}
+			if tc.files != nil {
+				dir := t.TempDir()
+				for k, v := range tc.files {
+					if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				args = append(args, "--secret-dir", dir)
+			}
+			code, stdout, stderr := scribe(t, args...)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.wantCode, stdout, stderr)
+			}
+			if !strings.Contains(strings.ToLower(stderr), strings.ToLower(tc.wantErr)) {
+				t.Fatalf("stderr does not mention %q:\n%s", tc.wantErr, stderr)
+			}
+			after := branchHead(t, srv, "exp", "main")
+			if pushed := after != before; pushed != (tc.wantCode == exitOK) {
+				t.Fatalf("branch moved: %v, want %v (stdout %q)", pushed, tc.wantCode == exitOK, stdout)
+			}
+			if tc.wantCode == exitError && srv.Requests() != 0 {
+				t.Fatalf("bad credentials configuration still contacted the server %d times", srv.Requests())
+			}
+		})
+	}
+}
+
+func TestPublishWithAnInvalidCustomResourcePublishesNothing(t *testing.T) {
+	clearGitEnv(t)
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	before := branchHead(t, srv, "exp", "main")
+	invalid := filepath.Join(fixtures, "invalid", "hpa-max-below-min.yaml")
+
+	code, stdout, stderr := scribe(t, "publish", "-f", canary, "-f", invalid, "--git", url, "--cache-dir", t.TempDir())
+	if code != exitError {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitError, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "hpa-max-below-min.yaml") || stdout != "" {
+		t.Fatalf("want the invalid file named on stderr and nothing on stdout:\nstdout: %s\nstderr: %s", stdout, stderr)
+	}
+	if after := branchHead(t, srv, "exp", "main"); after != before {
+		t.Fatalf("the branch moved from %s to %s although a custom resource failed", before, after)
+	}
+	if srv.Requests() != 0 {
+		t.Fatalf("the server was contacted %d times although a custom resource failed", srv.Requests())
+	}
+}
+
+func TestPublishFlagErrorsAreBadInputAndNameTheFlags(t *testing.T) {
+	clearGitEnv(t)
+	out := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no target", nil, "exactly one of --git, --oci or -o/--output is required"},
+		{"two targets", []string{"--git", "http://127.0.0.1:1/x.git", "-o", out}, "exactly one of --git, --oci or -o/--output is required"},
+		{"git flag with oci", []string{"--oci", "oci://127.0.0.1:1/x", "--branch", "dev"}, "--branch applies only to --git"},
+		{"oci flag with git", []string{"--git", "http://127.0.0.1:1/x.git", "--insecure"}, "--insecure applies only to --oci"},
+		{"secret dir with output", []string{"-o", out, "--secret-dir", out}, "--secret-dir applies only to --git or --oci"},
+		{"path outside the repository", []string{"-o", out, "--path", "../up"}, `--path "../up" must be a relative path inside the repository`},
+		{"oci URL without scheme", []string{"--oci", "127.0.0.1:1/x"}, "must start with oci://"},
+		{"missing secret dir", []string{"--git", "http://127.0.0.1:1/x.git", "--secret-dir", filepath.Join(out, "nope")}, "--secret-dir"},
+		{"git source kind with oci", []string{"--oci", "oci://127.0.0.1:1/x", "--source-kind", "GitRepository"}, "use OCIRepository with --oci"},
+		{"only an author name", []string{"--git", "http://127.0.0.1:1/x.git", "--author-name", "CI"}, "--author-name and --author-email go together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := scribe(t, append([]string{"publish", "-f", canary}, tc.args...)...)
+			if code != exitError || !strings.Contains(stderr, tc.wantErr) || stdout != "" {
+				t.Fatalf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, exitError, tc.wantErr, stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestPublishToOCIRegistryPrintsTheManifestDigest(t *testing.T) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	artifact := "oci://" + host + "/scribe/exp:v1"
+	dockerConfig := func(password string) string {
+		p := filepath.Join(t.TempDir(), "config.json")
+		doc := `{"auths":{"` + host + `":{"username":"ci","password":"` + password + `"}}}`
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	args := []string{"publish", "-f", canary, "--oci", artifact, "--insecure", "--path", "deploy"}
+
+	code, _, stderr := scribe(t, append(args, "--docker-config", dockerConfig("wrong"))...)
+	if code != exitPublishFailed || !strings.Contains(stderr, "AuthenticationFailed") {
+		t.Fatalf("wrong registry password: exit %d, want %d naming the authentication failure\nstderr: %s", code, exitPublishFailed, stderr)
+	}
+
+	good := dockerConfig("s3cret")
+	code, stdout, stderr := scribe(t, append(args, "--docker-config", good)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`^published 1 object to (\S+) v1@(sha256:[0-9a-f]{64}) \(changed\)\n$`).FindStringSubmatch(stdout)
+	if m == nil || m[1] != artifact {
+		t.Fatalf("report %q does not name %s and a digest", stdout, artifact)
+	}
+	ref, err := name.ParseReference(host+"/scribe/exp:v1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Head(ref, remote.WithAuth(&authn.Basic{Username: "ci", Password: "s3cret"}))
+	if err != nil {
+		t.Fatalf("head %s: %v", ref, err)
+	}
+	if desc.Digest.String() != m[2] {
+		t.Fatalf("reported digest %s, the registry has %s", m[2], desc.Digest)
+	}
+
+	// The artifact holds the bundle under --path, synced by an OCIRepository.
+	doc, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := ocisink.New(ocisink.Options{URL: artifact, Insecure: true, DockerConfigJSON: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := sink.Fetch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := files["deploy/shop/workload/checkout/kustomization.yaml"]; !ok {
+		t.Fatalf("artifact lacks the bundle under deploy/: %v", slices.Sorted(maps.Keys(files)))
+	}
+	if sync := string(files["deploy/shop/workload/checkout.sync.yaml"]); !strings.Contains(sync, "kind: OCIRepository") || !strings.Contains(sync, "path: ./deploy/shop/workload/checkout") {
+		t.Fatalf("the sync object does not point an OCIRepository at deploy/:\n%s", sync)
+	}
+
+	code, stdout, _ = scribe(t, append(args, "--docker-config", good)...)
+	if code != exitOK || !strings.HasSuffix(stdout, "v1@"+m[2]+" (unchanged)\n") {
+		t.Fatalf("second publish: exit %d, %q, want unchanged at %s", code, stdout, m[2])
+	}
+}
+
+func TestPublishToDirectoryWritesTheTreeUnderPath(t *testing.T) {
+	repo := filepath.Join(t.TempDir(), "repo")
+	code, stdout, stderr := scribe(t, "publish", "-f", canary, "-o", repo, "--path", "deploy")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	dir := filepath.Join(repo, "deploy")
+	if stdout != "published 1 object to "+dir+"\n" {
+		t.Fatalf("report %q does not name %s", stdout, dir)
+	}
+	tree := readTree(t, dir)
+	for _, p := range []string{"shop/workload/checkout/httproute-checkout.yaml", "shop/workload/checkout/kustomization.yaml", "shop/workload/checkout.sync.yaml"} {
+		if len(tree[p]) == 0 {
+			t.Errorf("%s is missing from %s", p, dir)
+		}
+	}
+	// diff with the same --path agrees: the layout is the repository's.
+	if code, stdout, stderr := scribe(t, "diff", "-f", canary, "-d", repo, "--path", "deploy"); code != exitOK {
+		t.Fatalf("diff after publish -o: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
