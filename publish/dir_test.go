@@ -1,8 +1,10 @@
 package publish_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scribe-gitops/scribe/publish"
@@ -49,5 +51,56 @@ func TestWriteDirRefusesPathsOutsideAndLeavesTheOldTree(t *testing.T) {
 	entries, _ := os.ReadDir(parent)
 	if len(entries) != 1 {
 		t.Fatalf("temporary directories left behind: %v", entries)
+	}
+}
+
+func TestDirSinkReplacesOnlyOwnedPaths(t *testing.T) {
+	root := t.TempDir()
+	d := publish.Dir{Root: root, Path: "deploy"}
+	foreign := filepath.Join(root, "deploy/ns/workload/NOTES.md")
+	if err := os.MkdirAll(filepath.Dir(foreign), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(foreign, []byte("keep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, b := testBundle("ns", "a", "one"), testBundle("ns", "b", "one")
+	res, err := d.Publish(ctx, publish.ChangeFor(a), publish.ChangeFor(b))
+	if err != nil || !res.Changed {
+		t.Fatalf("first publish = %+v, %v", res, err)
+	}
+	// Same content: unchanged, same revision.
+	again, err := d.Publish(ctx, publish.ChangeFor(a), publish.ChangeFor(b))
+	if err != nil || again.Changed || again.Revision != res.Revision {
+		t.Fatalf("second publish = %+v, %v", again, err)
+	}
+	// A smaller render of a: its stale file goes, b and the foreign file stay.
+	a2 := testBundle("ns", "a", "two")
+	a2.Files = a2.Files[1:]
+	if _, err := d.Publish(ctx, publish.ChangeFor(a2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "deploy/ns/workload/a/.scribe.json")); !os.IsNotExist(err) {
+		t.Error("stale file survived")
+	}
+	for _, p := range []string{"deploy/ns/workload/b/kustomization.yaml", "deploy/ns/workload/b.sync.yaml", "deploy/ns/workload/NOTES.md"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := d.Publish(ctx, publish.DeleteFor(a.Source, 2)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"deploy/ns/workload/a", "deploy/ns/workload/a.sync.yaml"} {
+		if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s survived the delete", p)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "deploy/ns/workload"))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary leftover %s", e.Name())
+		}
 	}
 }
