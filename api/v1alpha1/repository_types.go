@@ -63,6 +63,15 @@ type GitRepositorySpec struct {
 	// +optional
 	Signing *CommitSigning `json:"signing,omitempty"`
 
+	// CommitTemplate is a Go text/template for the subject and body of
+	// Scribe's commits, executed with .Branch, .Path and .Changes (each with
+	// .Action, .Object, .Kind, .Namespace, .Name, .Generation, .Digest,
+	// .Reason, .Dir). Scribe always appends the Scribe-Object,
+	// Scribe-Generation and Scribe-Digest trailers, so every commit traces
+	// back to its custom resource whatever the template says.
+	// +optional
+	CommitTemplate string `json:"commitTemplate,omitempty"`
+
 	// PullRequest, when set, makes Scribe push each change to its own branch
 	// and open a pull request instead of committing to Branch.
 	// +optional
