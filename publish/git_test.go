@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/publish"
@@ -228,20 +227,4 @@ func TestGitPublishTemplateMessage(t *testing.T) {
 	if _, err := g.Sink(publish.GitOptions{URL: url, Branch: "main", MessageTemplate: "{{.Nope"}); err == nil {
 		t.Error("a broken template was accepted")
 	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
 }
