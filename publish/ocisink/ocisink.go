@@ -114,7 +114,7 @@ func (s *Sink) URL() string { return s.url }
 func (s *Sink) Publish(ctx context.Context, changes ...publish.Change) (publish.Result, error) {
 	for _, c := range changes {
 		if err := c.Validate(); err != nil {
-			return publish.Result{}, fmt.Errorf("publish %s: %w", s.url, err)
+			return publish.Result{}, &publish.Error{Reason: publish.ReasonInvalid, Op: "publish to", URL: s.url, Err: err}
 		}
 	}
 	s.mu.Lock()
@@ -234,11 +234,11 @@ func (s *Sink) wrap(op string, err error) error {
 		if s.anon {
 			why = "no credentials for " + s.ref.RegistryStr() + " in the docker config, and the registry requires them"
 		}
-		return fmt.Errorf("%s %s: %w: %s: %w", op, s.url, ErrUnauthorized, why, err)
+		return &publish.Error{Reason: publish.ReasonAuthentication, Op: op, URL: s.url, Err: fmt.Errorf("%w: %s: %w", ErrUnauthorized, why, err)}
 	case errors.As(err, &nerr):
-		return fmt.Errorf("%s %s: %w: %w", op, s.url, ErrUnreachable, err)
+		return &publish.Error{Reason: publish.ReasonUnreachable, Op: op, URL: s.url, Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
 	}
-	return fmt.Errorf("%s %s: %w", op, s.url, err)
+	return &publish.Error{Reason: publish.ReasonFailed, Op: op, URL: s.url, Err: err}
 }
 
 func isNotFound(err error) bool {

@@ -354,6 +354,9 @@ func TestRegistryErrorsAreClassified(t *testing.T) {
 				if !errors.Is(err, tc.is) {
 					t.Errorf("%s error %v is not %v", what, err, tc.is)
 				}
+				if want := map[error]publish.Reason{ErrUnauthorized: publish.ReasonAuthentication, ErrUnreachable: publish.ReasonUnreachable}[tc.is]; want != "" && publish.ReasonOf(err) != want {
+					t.Errorf("%s error reason %s, want %s", what, publish.ReasonOf(err), want)
+				}
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.substr) {
 				t.Errorf("Publish error %q does not contain %q", err, tc.substr)
@@ -380,7 +383,7 @@ func TestPublishValidatesChangesBeforeNetworkIO(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Publish(context.Background(), publish.ChangeFor(good), tc.change)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "publish "+s.URL()) {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "publish to "+s.URL()) || publish.ReasonOf(err) != publish.ReasonInvalid {
 				t.Errorf("Publish = %v, want error containing %q", err, tc.want)
 			}
 			if n := reg.requests.Load(); n != 0 {
@@ -462,5 +465,22 @@ func TestDockerConfigKeysMatchTheRegistry(t *testing.T) {
 		if got := registryOf(key); got != want {
 			t.Errorf("registryOf(%q) = %q, want %q", key, got, want)
 		}
+	}
+}
+
+func TestRegistryErrorsCarryPublishReasons(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	_ = closed.Close()
+	s, err := New(Options{URL: "oci://" + addr + "/app", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Ping(context.Background())
+	if publish.ReasonOf(err) != publish.ReasonUnreachable || !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("err = %v, reason %s", err, publish.ReasonOf(err))
 	}
 }
