@@ -56,8 +56,8 @@ update-golden: ## Rewrite golden files from the current templates.
 	go test ./render/... ./cmd/... -update
 
 .PHONY: bench
-bench: ## Run Go benchmarks (render).
-	go test -run '^$$' -bench . -benchmem ./render/...
+bench: ## Run Go benchmarks (render, publish; the first run generates a 100k-commit repository into the cache).
+	go test -run '^$$' -bench . -benchmem ./render/... ./publish/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
