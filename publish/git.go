@@ -473,14 +473,15 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	if err != nil {
 		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
 	}
-	if err := st.push(ctx, sess, ar, objs, ref, tip, commit); err != nil {
+	pack, err := st.push(ctx, sess, ar, objs, ref, tip, commit)
+	if err != nil {
 		var rej *pushRejectedError
 		if errors.As(err, &rej) {
 			return batchResult{}, st.classifyRejection(ctx, rej, ref, tip)
 		}
 		return batchResult{}, err
 	}
-	if err := st.keep(objs, branch, commit); err != nil {
+	if err := st.keep(pack, branch, commit); err != nil {
 		return batchResult{}, err
 	}
 	res.Commit = commit.String()
@@ -526,7 +527,7 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 		owned.replace = true
 		pe.dirs[name] = owned
 		for _, f := range pc.Bundle.Files {
-			blob, err := putBlob(st.repo.Storer, objs, f.Data)
+			blob, err := putBlob(objs, f.Data)
 			if err != nil {
 				return plumbing.ZeroHash, fmt.Errorf("store %s: %w", f.Path, err)
 			}
@@ -539,6 +540,11 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 	h, empty, err := root.apply(src, objs, oldTree)
 	if err != nil {
 		return plumbing.ZeroHash, err
+	}
+	if !empty {
+		if err := prune(objs, h); err != nil {
+			return plumbing.ZeroHash, err
+		}
 	}
 	if empty {
 		// An empty repository is still a tree: the empty one.
@@ -660,17 +666,18 @@ func (s *gitSink) message(branch string, edits []pathChange, changed map[string]
 	} else {
 		defaultMessage(&b, info)
 	}
-	text := strings.TrimRight(b.String(), "\n") + "\n\n"
+	var text strings.Builder
+	text.WriteString(strings.TrimRight(b.String(), "\n") + "\n\n")
 	for i, ci := range info.Changes {
 		if i > 0 {
-			text += "\n"
+			text.WriteString("\n")
 		}
-		text += fmt.Sprintf("%s: %s\n%s: %d\n", TrailerObject, ci.Object, TrailerGeneration, ci.Generation)
+		fmt.Fprintf(&text, "%s: %s\n%s: %d\n", TrailerObject, ci.Object, TrailerGeneration, ci.Generation)
 		if ci.Digest != "" {
-			text += fmt.Sprintf("%s: %s\n", TrailerDigest, ci.Digest)
+			fmt.Fprintf(&text, "%s: %s\n", TrailerDigest, ci.Digest)
 		}
 	}
-	return text, nil
+	return text.String(), nil
 }
 
 func defaultMessage(w io.Writer, info CommitInfo) {

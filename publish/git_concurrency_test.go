@@ -22,7 +22,8 @@ import (
 // pushes, whose compare-and-swap window is 100-300 ms here.
 func serverWriter(ctx context.Context, t *testing.T, srv *publishtest.GitServer, repo string, id int) []string {
 	var pushed []string
-	for n := 0; ctx.Err() == nil; n++ {
+	// Each writer lands at least two commits, even if Scribe finished first.
+	for n := 0; ctx.Err() == nil || len(pushed) < 2; n++ {
 		rel := fmt.Sprintf("foreign/s%d/%03d.txt", id, n)
 		if _, err := srv.CommitOnServer(repo, "main", rel, rel+"\n"); err != nil {
 			t.Errorf("server writer %d: %v", id, err)
@@ -44,7 +45,7 @@ func foreignWriter(ctx context.Context, t *testing.T, url string, id int) []stri
 		return nil
 	}
 	var pushed []string
-	for n := 0; ctx.Err() == nil; n++ {
+	for n := 0; ctx.Err() == nil || len(pushed) < 2; n++ {
 		rel := fmt.Sprintf("foreign/w%d/%03d.txt", id, n)
 		p := filepath.Join(dir, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -69,7 +70,7 @@ func foreignWriter(ctx context.Context, t *testing.T, url string, id int) []stri
 				pushed = append(pushed, rel)
 				break
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil && len(pushed) >= 2 {
 				return pushed // stopped while losing races: this file never landed
 			}
 			if try > 500 {

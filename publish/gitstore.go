@@ -48,7 +48,7 @@ type gitStore struct {
 // push adds loose objects) is dropped and fetched again, shallow: cheaper
 // than repacking, and bounded.
 const (
-	maxCachePacks = 64
+	maxCachePacks = 500
 	maxCacheLoose = 20000
 )
 
@@ -210,7 +210,7 @@ func (s *gitStore) empty() bool {
 // push sends the objects in overlay and moves ref from old to new in one
 // receive-pack request. The remote refuses the update if ref is no longer at
 // old, which makes every push a compare-and-swap.
-func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, ar *packp.AdvRefs, overlay *memory.ObjectStorage, ref plumbing.ReferenceName, old, new plumbing.Hash) error {
+func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, ar *packp.AdvRefs, overlay *memory.ObjectStorage, ref plumbing.ReferenceName, old, new plumbing.Hash) ([]byte, error) {
 	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
 	// Ask for the server's messages ("remote: …"): hooks and forges explain
 	// rejections there, e.g. GitHub's "GH006: Protected branch update failed".
@@ -233,8 +233,11 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 	rd, wr := io.Pipe()
 	req.Packfile = rd
 	done := make(chan error, 1)
+	// The pack is kept too: once the push is accepted it goes into the
+	// cache as is, so it is encoded only once.
+	var pack bytes.Buffer
 	go func() {
-		_, err := packfile.NewEncoder(wr, overlay, false).Encode(hashes, 0)
+		_, err := packfile.NewEncoder(io.MultiWriter(wr, &pack), overlay, false).Encode(hashes, 0)
 		done <- wr.CloseWithError(err)
 	}()
 	rs, err := sess.ReceivePack(ctx, req)
@@ -248,32 +251,46 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 			if m := strings.TrimSpace(remoteMsg.String()); m != "" {
 				reason += ": " + strings.Join(strings.Fields(m), " ")
 			}
-			return &pushRejectedError{url: s.url, ref: ref.Short(), reason: reason}
+			return nil, &pushRejectedError{url: s.url, ref: ref.Short(), reason: reason}
 		}
 	}
 	if err != nil {
-		return classifyGitError("push to", s.url, err)
+		return nil, classifyGitError("push to", s.url, err)
 	}
-	if encErr != nil && !errors.Is(encErr, io.ErrClosedPipe) {
-		return fmt.Errorf("push to %s: encode pack: %w", s.url, encErr)
+	if encErr != nil {
+		return nil, fmt.Errorf("push to %s: encode pack: %w", s.url, encErr)
 	}
-	return nil
+	return pack.Bytes(), nil
 }
 
-// keep copies the objects of an accepted push into the cache and records
-// the remote branch at its new commit.
-func (s *gitStore) keep(overlay *memory.ObjectStorage, branch string, commit plumbing.Hash) error {
-	for _, o := range overlay.Objects {
-		if _, err := s.repo.Storer.SetEncodedObject(o); err != nil {
-			return fmt.Errorf("git cache %s: store object: %w", s.dir, err)
-		}
+// keep stores the pack of an accepted push in the cache (writing thousands
+// of loose objects costs far more than indexing one pack) and records the
+// remote branch at its new commit.
+func (s *gitStore) keep(pack []byte, branch string, commit plumbing.Hash) error {
+	if err := s.writePack(pack); err != nil {
+		return fmt.Errorf("git cache %s: store objects: %w", s.dir, err)
 	}
-	s.loose += len(overlay.Objects)
 	ref := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), commit)
 	if err := s.repo.Storer.SetReference(ref); err != nil {
 		return fmt.Errorf("git cache %s: update %s: %w", s.dir, ref.Name(), err)
 	}
 	return nil
+}
+
+func (s *gitStore) writePack(pack []byte) error {
+	pw, ok := s.repo.Storer.(storer.PackfileWriter)
+	if !ok {
+		return fmt.Errorf("the object store cannot take packfiles")
+	}
+	w, err := pw.PackfileWriter()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(pack); err != nil {
+		_ = w.Close()
+		return err
+	}
+	return w.Close()
 }
 
 // rootTree returns the tree hash of commit, or the zero hash for none.
@@ -380,8 +397,10 @@ func gitTreeKey(te object.TreeEntry) string {
 	return te.Name
 }
 
-// putBlob stores data as a blob in overlay unless src has it already.
-func putBlob(src storer.EncodedObjectStorer, overlay *memory.ObjectStorage, data []byte) (plumbing.Hash, error) {
+// putBlob stores data as a blob in overlay. It does not ask the cache
+// whether the blob exists (a miss costs file system lookups); prune drops
+// the blobs no new tree refers to.
+func putBlob(overlay *memory.ObjectStorage, data []byte) (plumbing.Hash, error) {
 	o := overlay.NewEncodedObject()
 	o.SetType(plumbing.BlobObject)
 	o.SetSize(int64(len(data)))
@@ -395,10 +414,53 @@ func putBlob(src storer.EncodedObjectStorer, overlay *memory.ObjectStorage, data
 	if err := w.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if _, err := src.EncodedObject(plumbing.BlobObject, o.Hash()); err == nil {
-		return o.Hash(), nil
-	}
 	return overlay.SetEncodedObject(o)
+}
+
+// prune removes from overlay every object that the new root tree does not
+// reach through new trees: blobs of subtrees that turned out unchanged. What
+// is left is exactly what the remote lacks (plus the commit, added later).
+func prune(overlay *memory.ObjectStorage, root plumbing.Hash) error {
+	keep := map[plumbing.Hash]bool{}
+	var walk func(h plumbing.Hash) error
+	walk = func(h plumbing.Hash) error {
+		o, ok := overlay.Objects[h]
+		if !ok || keep[h] {
+			return nil
+		}
+		keep[h] = true
+		if o.Type() != plumbing.TreeObject {
+			return nil
+		}
+		t := &object.Tree{}
+		if err := t.Decode(o); err != nil {
+			return err
+		}
+		for _, e := range t.Entries {
+			if err := walk(e.Hash); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root); err != nil {
+		return fmt.Errorf("prune: %w", err)
+	}
+	for h, o := range overlay.Objects {
+		if keep[h] {
+			continue
+		}
+		delete(overlay.Objects, h)
+		switch o.Type() {
+		case plumbing.BlobObject:
+			delete(overlay.Blobs, h)
+		case plumbing.TreeObject:
+			delete(overlay.Trees, h)
+		case plumbing.CommitObject:
+			delete(overlay.Commits, h)
+		}
+	}
+	return nil
 }
 
 // layeredStorer reads from overlay first and then from the cache; the pack

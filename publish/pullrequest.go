@@ -155,14 +155,15 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 		if err != nil {
 			return Proposal{}, "", "", err
 		}
-		if err := st.push(ctx, sess, ar, objs, headRef, headTip, commit); err != nil {
+		pack, err := st.push(ctx, sess, ar, objs, headRef, headTip, commit)
+		if err != nil {
 			var rej *pushRejectedError
 			if errors.As(err, &rej) {
 				return Proposal{}, "", "", st.classifyRejection(ctx, rej, headRef, headTip)
 			}
 			return Proposal{}, "", "", err
 		}
-		if err := st.keep(objs, branch, commit); err != nil {
+		if err := st.keep(pack, branch, commit); err != nil {
 			return Proposal{}, "", "", err
 		}
 		prop.Head, prop.Pushed = commit.String(), true
