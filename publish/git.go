@@ -21,6 +21,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
 // GitOptions configure publishing to one branch of one Git repository.
@@ -731,4 +733,79 @@ func Trailers(message string) []map[string]string {
 		}
 	}
 	return out
+}
+
+// descendsDepth is how far back Descends fetches when the cache is too
+// shallow to hold Scribe's commit.
+const descendsDepth = 1000
+
+// Descends reports whether applied is ours, or a descendant of ours in which
+// the paths src owns are unchanged: then whatever applied holds for src is
+// what ours holds. Appliers report the revision they applied, which may be a
+// later commit of someone else; this is how Scribe knows its own commit is
+// in it. Commits the cache lacks are fetched.
+func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.ObjectIdentity, ours, applied string) (bool, error) {
+	if ours == applied {
+		return true, nil
+	}
+	a, b := plumbing.NewHash(ours), plumbing.NewHash(applied)
+	if a.IsZero() || b.IsZero() || a.String() != ours || b.String() != applied {
+		return false, fmt.Errorf("descends: %q and %q must be commit SHAs", ours, applied)
+	}
+	ls, err := g.store(opts.URL, opts.Auth)
+	if err != nil {
+		return false, err
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	st := ls.store
+	st.auth = opts.Auth
+	if !st.hasCommit(b) || !st.hasCommit(a) {
+		sess, ar, err := st.remoteRefs(ctx)
+		if err != nil {
+			return false, err
+		}
+		_ = sess.Close()
+		if _, err := st.ensure(ctx, map[string]plumbing.Hash{opts.Branch: refHash(ar, plumbing.NewBranchReferenceName(opts.Branch))}); err != nil {
+			return false, err
+		}
+		if !st.hasCommit(a) && st.hasCommit(b) {
+			// A shallow cache may have cut ours off: deepen the history.
+			if err := st.deepen(ctx, opts.Branch, descendsDepth); err != nil {
+				return false, err
+			}
+		}
+		if !st.hasCommit(b) || !st.hasCommit(a) {
+			return false, nil
+		}
+	}
+	ok, err := st.isAncestor(a, b)
+	if err != nil || !ok {
+		return false, err
+	}
+	ta, err := st.rootTree(a)
+	if err != nil {
+		return false, err
+	}
+	tb, err := st.rootTree(b)
+	if err != nil {
+		return false, err
+	}
+	lsrc := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: &memory.NewStorage().ObjectStorage}
+	cache := map[plumbing.Hash]*object.Tree{}
+	dir := path.Join(opts.Path, OwnedDir(src))
+	for _, p := range []string{dir, dir + ".sync.yaml"} {
+		ha, err := lookupPath(lsrc, cache, ta, p)
+		if err != nil {
+			return false, err
+		}
+		hb, err := lookupPath(lsrc, cache, tb, p)
+		if err != nil {
+			return false, err
+		}
+		if ha != hb {
+			return false, nil
+		}
+	}
+	return true, nil
 }

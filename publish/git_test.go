@@ -228,3 +228,48 @@ func TestGitPublishTemplateMessage(t *testing.T) {
 		t.Error("a broken template was accepted")
 	}
 }
+
+func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
+	ctx := context.Background()
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	opts := publish.GitOptions{URL: url, Branch: "main", Path: "deploy"}
+	g := publish.NewGit(t.TempDir())
+	sink := newSink(t, g, opts)
+	b := testBundle("ns", "web", "one")
+	first, err := sink.Publish(ctx, publish.ChangeFor(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := srv.CommitOnServer("exp", "main", "other/file.txt", "x\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh cache has to fetch the foreign commit to answer.
+	fresh := publish.NewGit(t.TempDir())
+	for _, tc := range []struct {
+		name          string
+		g             *publish.Git
+		ours, applied string
+		want          bool
+	}{
+		{"same commit", g, first.Commit, first.Commit, true},
+		{"later foreign commit keeps our path", g, first.Commit, foreign, true},
+		{"from a fresh cache", fresh, first.Commit, foreign, true},
+		{"older commit is not a descendant", g, foreign, first.Commit, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.g.Descends(ctx, opts, b.Source, tc.ours, tc.applied)
+			if err != nil || got != tc.want {
+				t.Fatalf("Descends = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	second, err := sink.Publish(ctx, publish.ChangeFor(testBundle("ns", "web", "two")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := g.Descends(ctx, opts, b.Source, first.Commit, second.Commit); err != nil || ok {
+		t.Fatalf("a commit that changed our path counts as carrying the old one: %v, %v", ok, err)
+	}
+}

@@ -197,6 +197,26 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (m
 	return tips, nil
 }
 
+// deepen fetches branch again with depth commits of history.
+func (s *gitStore) deepen(ctx context.Context, branch string, depth int) error {
+	if s.fetches != nil {
+		s.fetches.Add(1)
+	}
+	err := s.repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: remoteName,
+		RemoteURL:  s.url,
+		RefSpecs:   []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/%s/%s", branch, remoteName, branch))},
+		Depth:      depth,
+		Auth:       s.auth,
+		Tags:       git.NoTags,
+		Force:      true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return classifyGitError("fetch from", s.url, err)
+	}
+	return nil
+}
+
 func (s *gitStore) empty() bool {
 	iter, err := s.repo.Storer.IterEncodedObjects(plumbing.CommitObject)
 	if err != nil {

@@ -456,6 +456,46 @@ type WorkloadStatus struct {
 	// +listMapKey=version
 	// +optional
 	Traffic []VersionWeight `json:"traffic,omitempty"`
+
+	// StepHealthyAt is when the committed step was first read back applied
+	// and healthy; the step's pause counts from here.
+	// +optional
+	StepHealthyAt *metav1.Time `json:"stepHealthyAt,omitempty"`
+
+	// FailedChecks counts the failed analysis rounds of the current step.
+	// +optional
+	FailedChecks int32 `json:"failedChecks,omitempty"`
+
+	// LastAnalysisAt is when the analysis checks last ran.
+	// +optional
+	LastAnalysisAt *metav1.Time `json:"lastAnalysisAt,omitempty"`
+
+	// Checks are the results of the last analysis round: the evidence a
+	// step moves on.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Checks []CheckResult `json:"checks,omitempty"`
+
+	// RolledBackVersion is the version the last rollback abandoned. It is not
+	// rolled out again until spec.versions names a newer version.
+	// +optional
+	RolledBackVersion string `json:"rolledBackVersion,omitempty"`
+
+	// Message explains the phase, e.g. why a rollback happened.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// CheckResult is the outcome of one analysis check.
+type CheckResult struct {
+	// Name of the check.
+	Name string `json:"name"`
+	// Passed is true when the check held.
+	Passed bool `json:"passed"`
+	// Message gives the measured value or the failure.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Workload is a versioned service with autoscaling and canary rollouts.
