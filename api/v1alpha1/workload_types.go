@@ -408,7 +408,7 @@ type Decommission struct {
 }
 
 // WorkloadPhase is the lifecycle phase of a Workload.
-// +kubebuilder:validation:Enum=Pending;Progressing;Healthy;RolledBack;Failed
+// +kubebuilder:validation:Enum=Pending;Progressing;Healthy;RolledBack;Failed;Deleting
 type WorkloadPhase string
 
 // Workload phases.
@@ -418,6 +418,9 @@ const (
 	WorkloadHealthy     WorkloadPhase = "Healthy"
 	WorkloadRolledBack  WorkloadPhase = "RolledBack"
 	WorkloadFailed      WorkloadPhase = "Failed"
+	// WorkloadDeleting: the removal is committed; the finalizer waits for
+	// the applier to prune.
+	WorkloadDeleting WorkloadPhase = "Deleting"
 )
 
 // VersionWeight is the share of traffic a version receives.

@@ -1,0 +1,21 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// GetConditions returns the status conditions.
+func (in *Repository) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (in *Repository) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetConditions returns the status conditions.
+func (in *Workload) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (in *Workload) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetConditions returns the status conditions.
+func (in *Experiment) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (in *Experiment) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }

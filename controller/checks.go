@@ -1,0 +1,159 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller/health"
+)
+
+// Checker runs a Workload's analysis checks against the new version: its
+// Deployment's availability, its pods' restarts, and Prometheus queries.
+type Checker struct {
+	Client client.Client
+	HTTP   *http.Client
+}
+
+// Run evaluates every check of w against version.
+func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string) []scribev1.CheckResult {
+	var out []scribev1.CheckResult
+	for _, ch := range w.Spec.Rollout.Analysis.Checks {
+		res := scribev1.CheckResult{Name: ch.Name}
+		var err error
+		switch ch.Type {
+		case "availability":
+			res.Passed, res.Message, err = c.availability(ctx, w, version)
+		case "restarts":
+			res.Passed, res.Message, err = c.restarts(ctx, w, version, ch)
+		case "prometheus":
+			res.Passed, res.Message, err = c.prometheus(ctx, ch)
+		default:
+			err = fmt.Errorf("unknown check type %q", ch.Type)
+		}
+		if err != nil {
+			res.Passed, res.Message = false, err.Error()
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func (c *Checker) deployment(ctx context.Context, w *scribev1.Workload, version string) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	name := deploymentName(w, version)
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d); err != nil {
+		return nil, fmt.Errorf("deployment %s: %w", name, err)
+	}
+	return d, nil
+}
+
+func (c *Checker) availability(ctx context.Context, w *scribev1.Workload, version string) (bool, string, error) {
+	d, err := c.deployment(ctx, w, version)
+	if err != nil {
+		return false, "", err
+	}
+	v := health.Deployment(d)
+	if v.State != health.Healthy {
+		return false, fmt.Sprintf("%s not available: %s", d.Name, v.Message), nil
+	}
+	return true, fmt.Sprintf("%s available (%d/%d ready)", d.Name, d.Status.ReadyReplicas, d.Status.Replicas), nil
+}
+
+func (c *Checker) restarts(ctx context.Context, w *scribev1.Workload, version string, ch scribev1.Check) (bool, string, error) {
+	d, err := c.deployment(ctx, w, version)
+	if err != nil {
+		return false, "", err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return false, "", fmt.Errorf("deployment %s selector: %w", d.Name, err)
+	}
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return false, "", fmt.Errorf("list pods of %s: %w", d.Name, err)
+	}
+	n := health.Restarts(pods.Items)
+	limit := int64(0)
+	if ch.Max != "" {
+		if limit, err = strconv.ParseInt(ch.Max, 10, 32); err != nil {
+			return false, "", fmt.Errorf("max %q: %w", ch.Max, err)
+		}
+	}
+	if int64(n) > limit {
+		return false, fmt.Sprintf("%d restarts in %d pods of %s, more than %d", n, len(pods.Items), d.Name, limit), nil
+	}
+	return true, fmt.Sprintf("%d restarts in %d pods of %s", n, len(pods.Items), d.Name), nil
+}
+
+// prometheus runs an instant query (GET /api/v1/query) and checks that the
+// first sample lies within [min, max].
+func (c *Checker) prometheus(ctx context.Context, ch scribev1.Check) (bool, string, error) {
+	if ch.Address == "" || ch.Query == "" {
+		return false, "", fmt.Errorf("a prometheus check needs address and query")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	u := ch.Address + "/api/v1/query?query=" + url.QueryEscape(ch.Query)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, "", fmt.Errorf("query %s: %w", ch.Address, err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, "", fmt.Errorf("query %s: %w", ch.Address, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Value []any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return false, "", fmt.Errorf("query %s: %s: %w", ch.Address, resp.Status, err)
+	}
+	if body.Status != "success" {
+		return false, "", fmt.Errorf("query %s: %s %s", ch.Address, resp.Status, body.Error)
+	}
+	if len(body.Data.Result) == 0 || len(body.Data.Result[0].Value) != 2 {
+		return false, "", fmt.Errorf("query %q returned no sample", ch.Query)
+	}
+	s, _ := body.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return false, "", fmt.Errorf("query %q: sample %q: %w", ch.Query, s, err)
+	}
+	if ch.Min != "" {
+		if m, err := strconv.ParseFloat(ch.Min, 64); err != nil {
+			return false, "", fmt.Errorf("min %q: %w", ch.Min, err)
+		} else if v < m {
+			return false, fmt.Sprintf("%s = %g, below %g", ch.Query, v, m), nil
+		}
+	}
+	if ch.Max != "" {
+		if m, err := strconv.ParseFloat(ch.Max, 64); err != nil {
+			return false, "", fmt.Errorf("max %q: %w", ch.Max, err)
+		} else if v > m {
+			return false, fmt.Sprintf("%s = %g, above %g", ch.Query, v, m), nil
+		}
+	}
+	return true, fmt.Sprintf("%s = %g", ch.Query, v), nil
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+)
+
+// RepositoryReconciler checks that Scribe can write to each Repository and
+// reports it in Ready; the other reconcilers wait for that.
+type RepositoryReconciler struct {
+	Publisher *Publisher
+	// Interval between access checks of a Ready repository.
+	Interval time.Duration
+	// RetryInterval after a failed check.
+	RetryInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups=scribe.dev,resources=repositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=scribe.dev,resources=repositories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// SetupWithManager registers the reconciler.
+func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&scribev1.Repository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, pred)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// Reconcile checks access: a ref listing over the push service for Git (which
+// proves URL, network and credentials), a registry ping for OCI.
+func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	repo := &scribev1.Repository{}
+	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	logger := log.FromContext(ctx).WithValues("kind", "Repository", "namespace", repo.Namespace, "name", repo.Name)
+	patcher := patch.NewSerialPatcher(repo, r.Publisher.Client)
+	defer func() {
+		repo.Status.ObservedGeneration = repo.Generation
+		if err := patcher.Patch(ctx, repo, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+
+	now := metav1.Now()
+	repo.Status.LastAccessCheck = &now
+	head, err := r.check(ctx, repo)
+	if err != nil {
+		logger.Info("access check failed", "error", err.Error())
+		conditions.MarkFalse(repo, scribev1.ReadyCondition, reasonOf(err), "%s", err.Error())
+		conditions.Delete(repo, scribev1.ReconcilingCondition)
+		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+	}
+	if head != "" {
+		repo.Status.Revision = head
+	}
+	conditions.MarkTrue(repo, scribev1.ReadyCondition, "Accessible", "%s", accessMessage(repo, head))
+	conditions.Delete(repo, scribev1.ReconcilingCondition)
+	conditions.Delete(repo, scribev1.StalledCondition)
+	return ctrl.Result{RequeueAfter: r.Interval}, nil
+}
+
+func (r *RepositoryReconciler) check(ctx context.Context, repo *scribev1.Repository) (string, error) {
+	t, err := r.Publisher.targetFor(ctx, repo)
+	if err != nil {
+		return "", err
+	}
+	if t.GitOpts != nil {
+		return r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+	}
+	if err := t.OCI.Ping(ctx); err != nil {
+		return "", err
+	}
+	return "", nil
+}
+
+func accessMessage(repo *scribev1.Repository, head string) string {
+	if repo.Spec.Git != nil {
+		branch := repo.Spec.Git.Branch
+		if branch == "" {
+			branch = "main"
+		}
+		if head == "" {
+			return fmt.Sprintf("can push to %s; branch %s does not exist yet", repo.Spec.Git.URL, branch)
+		}
+		return fmt.Sprintf("can push to %s; branch %s at %s", repo.Spec.Git.URL, branch, head)
+	}
+	return fmt.Sprintf("can push to %s", repo.Spec.OCI.URL)
+}
+
+const fieldOwner = "scribe-controller"
+
+func ownedConditions() []string {
+	return []string{scribev1.ReadyCondition, scribev1.ReconcilingCondition, scribev1.StalledCondition}
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// ShardLabel selects the objects one controller instance reconciles, as
+// Flux shards: instances run with --watch-label-selector on this label.
+const ShardLabel = "sharding.scribe.dev/key"
+
+// NewScheme registers every kind the controller reads.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, scribev1.AddToScheme, kustomizev1.AddToScheme, sourcev1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Options configure the reconcilers.
+type Options struct {
+	// DataDir holds the Git caches.
+	DataDir string
+	// Concurrency is each reconciler's MaxConcurrentReconciles.
+	Concurrency int
+	// LabelSelector restricts the Workloads, Experiments and Repositories
+	// reconciled (sharding); empty means all.
+	LabelSelector string
+	// Poll is how often health is re-read while waiting for the applier.
+	Poll time.Duration
+	// RepositoryInterval between access checks of a Ready Repository.
+	RepositoryInterval time.Duration
+	// GCPProject for gke and talos clusters.
+	GCPProject string
+	// HTTPClient for analysis queries.
+	HTTPClient *http.Client
+}
+
+// Setup registers Scribe's reconcilers with mgr and returns the Publisher
+// they share.
+func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.RepositoryInterval <= 0 {
+		opts.RepositoryInterval = 5 * time.Minute
+	}
+	pred := predicate.Funcs{}
+	var sel labels.Selector
+	if opts.LabelSelector != "" {
+		var err error
+		if sel, err = labels.Parse(opts.LabelSelector); err != nil {
+			return nil, fmt.Errorf("label selector %q: %w", opts.LabelSelector, err)
+		}
+	}
+	engine, err := render.New()
+	if err != nil {
+		return nil, fmt.Errorf("load templates: %w", err)
+	}
+	p := &Publisher{
+		Client:     mgr.GetClient(),
+		Reader:     mgr.GetAPIReader(),
+		Engine:     engine,
+		Git:        publish.NewGit(filepath.Join(opts.DataDir, "git")),
+		GCPProject: opts.GCPProject,
+	}
+	var shard predicate.Predicate = pred
+	if sel != nil {
+		shard = predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) })
+	}
+	if err := (&RepositoryReconciler{Publisher: p, Interval: opts.RepositoryInterval, RetryInterval: 30 * time.Second}).SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
+		return nil, fmt.Errorf("repository controller: %w", err)
+	}
+	wr := &WorkloadReconciler{
+		Publisher: p,
+		Events:    mgr.GetEventRecorder("scribe-controller"),
+		Checks:    &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient},
+		Poll:      opts.Poll,
+	}
+	if err := wr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
+		return nil, fmt.Errorf("workload controller: %w", err)
+	}
+	return p, nil
+}

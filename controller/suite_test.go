@@ -1,0 +1,382 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/publish/publishtest"
+)
+
+// env is one kube-apiserver + etcd with Scribe's, Flux's and Argo CD's
+// CRDs, shared by the tests of this package.
+type env struct {
+	cfg *rest.Config
+	c   client.Client
+}
+
+var (
+	envOnce sync.Once
+	envVal  *env
+	envErr  error
+	envStop func() error
+)
+
+func sharedCRDDirs() ([]string, error) {
+	root := os.Getenv("SCRIBE_SHARED_CRDS")
+	for _, candidate := range []string{filepath.Join("..", "..", "shared", "crds"), "/work/shared/crds"} {
+		if root != "" {
+			break
+		}
+		if _, err := os.Stat(candidate); err == nil {
+			root = candidate
+		}
+	}
+	dirs := []string{filepath.Join(root, "flux"), filepath.Join(root, "argocd")}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("upstream CRDs %s: %w (set SCRIBE_SHARED_CRDS)", d, err)
+		}
+	}
+	return dirs, nil
+}
+
+// testEnv starts the control plane once for the package.
+func testEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
+	}
+	envOnce.Do(func() {
+		dirs, err := sharedCRDDirs()
+		if err != nil {
+			envErr = err
+			return
+		}
+		e := &envtest.Environment{
+			CRDDirectoryPaths:     append(dirs, filepath.Join("..", "config", "crd", "bases")),
+			ErrorIfCRDPathMissing: true,
+		}
+		cfg, err := e.Start()
+		if err != nil {
+			envErr = err
+			return
+		}
+		envStop = e.Stop
+		scheme, err := controller.NewScheme()
+		if err != nil {
+			envErr = err
+			return
+		}
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			envErr = err
+			return
+		}
+		envVal = &env{cfg: cfg, c: c}
+	})
+	if envErr != nil {
+		t.Fatalf("start kube-apiserver: %v", envErr)
+	}
+	return envVal
+}
+
+// TestMain routes controller logs to stderr when SCRIBE_TEST_LOG is set
+// and discards them otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv("SCRIBE_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	code := m.Run()
+	if envStop != nil {
+		_ = envStop()
+	}
+	os.Exit(code)
+}
+
+// startController runs Scribe's manager until the returned stop is called
+// (or the test ends).
+func startController(t *testing.T, e *env, namespace string) (stop func()) {
+	t.Helper()
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cacheFor(namespace),
+		Controller:             controllerConfig(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(os.TempDir(), "scribe-controller-test-"+namespace)
+	_, err = controller.Setup(mgr, controller.Options{DataDir: dataDir, Poll: 150 * time.Millisecond, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// fixture is one test's namespace, git repository and Repository.
+type fixture struct {
+	e    *env
+	ns   string
+	srv  *publishtest.GitServer
+	url  string
+	repo *scribev1.Repository
+}
+
+var nsCounter struct {
+	sync.Mutex
+	n int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	e := testEnv(t)
+	nsCounter.Lock()
+	nsCounter.n++
+	ns := fmt.Sprintf("t%d-%s", nsCounter.n, strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	nsCounter.Unlock()
+	if len(ns) > 50 {
+		ns = ns[:50]
+	}
+	ns = strings.TrimRight(ns, "-")
+	ctx := context.Background()
+	for _, n := range []string{ns, "flux-system"} {
+		if err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	f := &fixture{e: e, ns: ns, srv: srv, url: url}
+	f.repo = &scribev1.Repository{
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
+		Spec: scribev1.RepositorySpec{
+			Git:     &scribev1.GitRepositorySpec{URL: url, Branch: "main", Path: "clusters/dev"},
+			Applier: scribev1.ApplierSpec{Kind: "Flux", Namespace: "flux-system", Name: "scribe"},
+		},
+	}
+	return f
+}
+
+func (f *fixture) ctx() context.Context { return context.Background() }
+
+// waitFor polls cond (at most 60 s) and fails with the last state it saw.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
+}
+
+// kustomization is the per-CR Flux Kustomization name render gives.
+func kustomizationName(kind, ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: "flux-system", Name: strings.ToLower(kind) + "-" + ns + "-" + name}
+}
+
+// playFlux does what Flux's kustomize-controller does for the per-CR
+// Kustomization once it has applied revision: the Kustomization exists (the
+// root Kustomization created it from the .sync.yaml), its status records
+// the applied (or failed) revision.
+func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string, ready bool, reason, message string) {
+	t.Helper()
+	ctx := f.ctx()
+	ks := &kustomizev1.Kustomization{}
+	if err := f.e.c.Get(ctx, key, ks); apierrors.IsNotFound(err) {
+		ks = &kustomizev1.Kustomization{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+			Spec: kustomizev1.KustomizationSpec{
+				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./", Prune: true,
+				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "scribe"},
+			},
+		}
+		if err := f.e.c.Create(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	rev := "main@sha1:" + commit
+	ks.Status.ObservedGeneration = ks.Generation
+	ks.Status.LastAttemptedRevision = rev
+	status := metav1.ConditionTrue
+	if ready {
+		ks.Status.LastAppliedRevision = rev
+		reason, message = meta.ReconciliationSucceededReason, "Applied revision: "+rev
+	} else {
+		status = metav1.ConditionFalse
+	}
+	ks.Status.Conditions = []metav1.Condition{{
+		Type: meta.ReadyCondition, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: ks.Generation, LastTransitionTime: metav1.Now(),
+	}}
+	if err := f.e.c.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deploymentReady creates or updates a Deployment as kube-controller-manager
+// would report it once its pods run: available at its generation, or not.
+func (f *fixture) deploymentReady(t *testing.T, name string, available bool) {
+	t.Helper()
+	ctx := f.ctx()
+	d := &appsv1.Deployment{}
+	err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, d)
+	if apierrors.IsNotFound(err) {
+		one := int32(1)
+		d = &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &one,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
+				},
+			},
+		}
+		if err := f.e.c.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	d.Status.ObservedGeneration = d.Generation
+	d.Status.Replicas, d.Status.UpdatedReplicas = 1, 1
+	cond := appsv1.DeploymentCondition{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"}
+	prog := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}
+	if available {
+		d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UnavailableReplicas = 1, 1, 0
+	} else {
+		d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UnavailableReplicas = 0, 0, 1
+		cond.Status, cond.Reason = corev1.ConditionFalse, "MinimumReplicasUnavailable"
+		prog.Status, prog.Reason = corev1.ConditionFalse, "ProgressDeadlineExceeded"
+	}
+	d.Status.Conditions = []appsv1.DeploymentCondition{cond, prog}
+	if err := f.e.c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scribeCommits lists Scribe's commits on main for an object, oldest first,
+// with their trailers.
+func (f *fixture) scribeCommits(t *testing.T, object string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", f.url, dir)
+	out := publishtest.Git(t, dir, "log", "--reverse", "--format=%H%x00%B%x01")
+	var commits []string
+	for _, rec := range strings.Split(out, "\x01") {
+		sha, msg, ok := strings.Cut(strings.TrimSpace(rec), "\x00")
+		if !ok {
+			continue
+		}
+		for _, tr := range publish.Trailers(msg) {
+			if tr[publish.TrailerObject] == object {
+				commits = append(commits, sha)
+			}
+		}
+	}
+	return commits
+}
+
+// fileAt reads a file of the repository at a commit.
+func (f *fixture) fileAt(t *testing.T, commit, path string) string {
+	t.Helper()
+	out, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir("exp"), "show", commit+":"+path)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+// cacheFor limits the manager's cache to the test's namespace and the
+// applier namespace, so tests running side by side do not see each other.
+func cacheFor(namespace string) cache.Options {
+	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}, "flux-system": {}}}
+}
+
+// controllerConfig lets several managers in one process register the same
+// controller names.
+func controllerConfig() config.Controller {
+	skip := true
+	return config.Controller{SkipNameValidation: &skip}
+}
+
+// head is main's commit on the git server.
+func (f *fixture) head(t *testing.T) string {
+	t.Helper()
+	return publishtest.Git(t, "", "--git-dir", f.srv.BareDir("exp"), "rev-parse", "refs/heads/main")
+}
+
+// commitMessage is the full message of a commit on the git server.
+func (f *fixture) commitMessage(t *testing.T, commit string) (string, error) {
+	t.Helper()
+	return publishtest.RunGit("", "--git-dir", f.srv.BareDir("exp"), "log", "-1", "--format=%B", commit)
+}
+
+// deleteKustomization plays Flux pruning the per-CR Kustomization.
+func (f *fixture) deleteKustomization(t *testing.T, key types.NamespacedName) {
+	t.Helper()
+	ks := &kustomizev1.Kustomization{}
+	ks.Name, ks.Namespace = key.Name, key.Namespace
+	if err := f.e.c.Delete(f.ctx(), ks); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,521 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller/health"
+	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// Finalizer holds a CR until the applier has pruned what Scribe committed.
+const Finalizer = "scribe.dev/finalizer"
+
+// WorkloadReconciler renders Workloads, walks canary steps and rolls back,
+// moving only on health read back from the applier and the Deployments.
+type WorkloadReconciler struct {
+	Publisher *Publisher
+	Events    events.EventRecorder
+	Checks    *Checker
+	// Poll is how often health is read while a step waits to be applied.
+	Poll time.Duration
+}
+
+// +kubebuilder:rbac:groups=scribe.dev,resources=workloads,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=scribe.dev,resources=workloads/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=scribe.dev,resources=workloads/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler.
+func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&scribev1.Workload{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deleting()), pred)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// deleting passes updates that start a deletion (the deletion timestamp
+// does not change the generation).
+func deleting() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
+	}}
+}
+
+// Reconcile moves one Workload one step closer to its desired state.
+func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	w := &scribev1.Workload{}
+	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, w); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	logger := log.FromContext(ctx).WithValues("kind", "Workload", "namespace", w.Namespace, "name", w.Name)
+	ctx = log.IntoContext(ctx, logger)
+	patcher := patch.NewSerialPatcher(w, r.Publisher.Client)
+	defer func() {
+		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
+			retErr = err
+		}
+	}()
+
+	if !w.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, w)
+	}
+	if !controllerutil.ContainsFinalizer(w, Finalizer) {
+		controllerutil.AddFinalizer(w, Finalizer)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	w.Status.ObservedGeneration = w.Generation
+	if w.Status.Phase == "" {
+		w.Status.Phase = scribev1.WorkloadPending
+		w.Status.Step = -1
+	}
+
+	t, err := r.Publisher.Target(ctx, w.Namespace, w.Spec.RepositoryRef, true)
+	if err != nil {
+		return r.fail(w, err)
+	}
+	return r.progress(ctx, w, patcher, t)
+}
+
+// fail records err in Ready (and Stalled when only a change of the object or
+// its Repository can fix it).
+func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result, error) {
+	reason := reasonOf(err)
+	conditions.MarkFalse(w, scribev1.ReadyCondition, reason, "%s", err.Error())
+	switch reason {
+	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound:
+		conditions.MarkStalled(w, reason, "%s", err.Error())
+		conditions.Delete(w, scribev1.ReconcilingCondition)
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	case ReasonRepositoryNotReady:
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// progress is the rollout state machine. Status is the source of truth: a
+// step's intent (step, traffic) is saved before its commit is pushed, and
+// the commit is recorded after, so a controller restarted anywhere publishes
+// the same step again (a no-op in Git) and never skips or repeats one.
+func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, error) {
+	st := &w.Status
+	newest := w.Spec.Versions[len(w.Spec.Versions)-1].Name
+	if st.StableVersion != "" && !hasVersion(w, st.StableVersion) {
+		st.StableVersion = "" // the stable version was removed from spec
+	}
+	switch {
+	case st.StableVersion == "":
+		// First rollout: the newest version takes all traffic.
+		if len(st.Traffic) != 1 || st.Traffic[0].Version != newest || st.CanaryVersion != newest {
+			st.CanaryVersion, st.Step = newest, 0
+			r.setTraffic(w, []scribev1.VersionWeight{{Version: newest, Weight: 100}})
+		}
+	case newest == st.StableVersion || newest == st.RolledBackVersion:
+		want := []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}}
+		if st.CanaryVersion != "" || !sameTraffic(st.Traffic, want) {
+			st.CanaryVersion, st.Step = "", -1
+			r.setTraffic(w, want)
+		}
+	case st.CanaryVersion != newest:
+		// A new version: start its rollout at the first step.
+		st.CanaryVersion, st.Step, st.RolledBackVersion = newest, 0, ""
+		r.setTraffic(w, stepTraffic(w, 0))
+		r.event(w, corev1.EventTypeNormal, "RolloutStarted", "rolling out %s: step 1 of %d, weight %d", newest, len(steps(w)), steps(w)[0].Weight)
+	}
+
+	// Commit the current intent (no-op in Git when already there).
+	bundle, err := r.render(ctx, w, t)
+	if err != nil {
+		return r.fail(w, err)
+	}
+	if st.Revision == "" || st.Digest != bundle.Digest {
+		st.Revision, st.Digest = "", bundle.Digest
+		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
+			return ctrl.Result{}, err
+		}
+		change := publish.ChangeFor(bundle)
+		change.Reason = st.Message
+		res, err := r.Publisher.Publish(ctx, t, change, bundle.Sync)
+		if err != nil {
+			return r.fail(w, err)
+		}
+		st.Revision = res.Commit
+		st.GeneratedResources = generated(t, bundle)
+		log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
+	}
+
+	verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if verdict.State == health.Healthy {
+		verdict = health.Aggregate(verdict, r.deployments(ctx, w, bundle))
+	}
+	switch verdict.State {
+	case health.Failed:
+		if st.CanaryVersion != "" && st.StableVersion != "" {
+			return r.rollback(ctx, w, patcher, t, fmt.Sprintf("step %d of %s failed: %s", st.Step+1, st.CanaryVersion, verdict.Message))
+		}
+		st.Phase = scribev1.WorkloadFailed
+		conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonApplyFailed, "%s", verdict.Message)
+		conditions.Delete(w, scribev1.ReconcilingCondition)
+		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	case health.Pending:
+		if st.Phase != scribev1.WorkloadRolledBack {
+			st.Phase = scribev1.WorkloadProgressing
+		}
+		conditions.MarkReconciling(w, ReasonApplyPending, "waiting for %s: %s", shortRev(st.Revision), verdict.Message)
+		conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonApplyPending, "waiting for %s to be applied and healthy: %s", shortRev(st.Revision), verdict.Message)
+		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	}
+
+	// Applied and healthy.
+	now := metav1.Now()
+	if st.CanaryVersion == "" {
+		if st.Phase != scribev1.WorkloadRolledBack {
+			st.Phase = scribev1.WorkloadHealthy
+		}
+		conditions.MarkTrue(w, scribev1.ReadyCondition, ReasonSucceeded, "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision))
+		conditions.Delete(w, scribev1.ReconcilingCondition)
+		conditions.Delete(w, scribev1.StalledCondition)
+		return ctrl.Result{}, nil
+	}
+	if st.StepHealthyAt == nil {
+		st.StepHealthyAt = &now
+		r.event(w, corev1.EventTypeNormal, "StepHealthy", "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision))
+	}
+	if st.StableVersion != "" {
+		if res, done, err := r.analyse(ctx, w, patcher, t); done || err != nil {
+			return res, err
+		}
+	}
+	wait := pause(w, st.Step) - time.Since(st.StepHealthyAt.Time)
+	if wait > 0 {
+		conditions.MarkReconciling(w, ReasonProgressing, "step %d of %s healthy; holding for %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second))
+		return ctrl.Result{RequeueAfter: minDuration(wait, r.analysisInterval(w))}, nil
+	}
+	if st.StableVersion == "" || int(st.Step) >= len(steps(w))-1 {
+		// The last step held: the new version is stable.
+		promoted := st.CanaryVersion
+		st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
+		st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
+		r.setTraffic(w, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
+		r.event(w, corev1.EventTypeNormal, "Promoted", "%s is stable", promoted)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	st.Step++
+	r.setTraffic(w, stepTraffic(w, int(st.Step)))
+	r.event(w, corev1.EventTypeNormal, "StepAdvanced", "step %d of %d: %s", st.Step+1, len(steps(w)), fmtTraffic(st.Traffic))
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// analyse runs the checks when due; done means the reconcile is over (a
+// rollback happened or the next round is scheduled).
+func (r *WorkloadReconciler) analyse(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, bool, error) {
+	st := &w.Status
+	a := w.Spec.Rollout
+	if a == nil || a.Analysis == nil || len(a.Analysis.Checks) == 0 || r.Checks == nil {
+		return ctrl.Result{}, false, nil
+	}
+	interval := r.analysisInterval(w)
+	if st.LastAnalysisAt != nil && time.Since(st.LastAnalysisAt.Time) < interval {
+		return ctrl.Result{}, false, nil
+	}
+	now := metav1.Now()
+	st.LastAnalysisAt = &now
+	results := r.Checks.Run(ctx, w, st.CanaryVersion)
+	st.Checks = results
+	var failed []string
+	for _, c := range results {
+		if !c.Passed {
+			failed = append(failed, c.Name+": "+c.Message)
+		}
+	}
+	if len(failed) == 0 {
+		return ctrl.Result{}, false, nil
+	}
+	st.FailedChecks++
+	threshold := a.Analysis.Threshold
+	if threshold <= 0 {
+		threshold = 3
+	}
+	r.event(w, corev1.EventTypeWarning, "CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; "))
+	if st.FailedChecks >= threshold {
+		res, err := r.rollback(ctx, w, patcher, t, fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
+		return res, true, err
+	}
+	return ctrl.Result{RequeueAfter: interval}, true, nil
+}
+
+// rollback commits all traffic back to the stable version, once.
+func (r *WorkloadReconciler) rollback(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target, why string) (ctrl.Result, error) {
+	st := &w.Status
+	failed := st.CanaryVersion
+	st.RolledBackVersion, st.CanaryVersion, st.Step = failed, "", -1
+	st.Phase = scribev1.WorkloadRolledBack
+	st.Message = "rollback of " + failed + ": " + why
+	r.setTraffic(w, []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}, {Version: failed, Weight: 0}})
+	conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonRolledBack, "%s", st.Message)
+	r.event(w, corev1.EventTypeWarning, "RolledBack", "%s", st.Message)
+	log.FromContext(ctx).Info("rolling back", "version", failed, "reason", why)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// setTraffic records a new intent: its commit is still to be made.
+func (r *WorkloadReconciler) setTraffic(w *scribev1.Workload, tr []scribev1.VersionWeight) {
+	st := &w.Status
+	st.Traffic = tr
+	st.Revision = ""
+	st.StepHealthyAt, st.LastAnalysisAt = nil, nil
+	st.FailedChecks = 0
+	st.Checks = nil
+	if st.Phase != scribev1.WorkloadRolledBack || st.CanaryVersion != "" {
+		st.Message = ""
+	}
+}
+
+func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t *Target) (*render.Bundle, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
+	if err != nil {
+		return nil, fmt.Errorf("convert workload: %w", err)
+	}
+	u["apiVersion"], u["kind"] = scribev1.GroupVersion.String(), scribev1.WorkloadKind
+	status := map[string]any{}
+	if st, ok := u["status"].(map[string]any); ok {
+		for _, k := range []string{"traffic", "stableVersion"} {
+			if v, ok := st[k]; ok {
+				status[k] = v
+			}
+		}
+	}
+	u["status"] = status
+	md, _ := u["metadata"].(map[string]any)
+	meta := map[string]any{"name": md["name"], "namespace": md["namespace"]}
+	for _, k := range []string{"labels", "generation"} {
+		if v, ok := md[k]; ok && v != nil {
+			meta[k] = v
+		}
+	}
+	u["metadata"] = meta
+	return r.Publisher.Render(ctx, t, u, render.Resolved{})
+}
+
+// deployments reads the rendered Deployments of every version with traffic.
+func (r *WorkloadReconciler) deployments(ctx context.Context, w *scribev1.Workload, b *render.Bundle) health.Verdict {
+	var vs []health.Verdict
+	for _, tr := range w.Status.Traffic {
+		if tr.Version == w.Status.RolledBackVersion && tr.Weight == 0 {
+			continue // the abandoned version is expected to be unhealthy
+		}
+		name := deploymentName(w, tr.Version)
+		d := &appsv1.Deployment{}
+		if err := r.Publisher.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d); err != nil {
+			msg := err.Error()
+			if apierrors.IsNotFound(err) {
+				msg = "not created yet"
+			}
+			vs = append(vs, health.Verdict{State: health.Pending, Reason: "NotObserved", Message: "Deployment " + name + ": " + msg})
+			continue
+		}
+		v := health.Deployment(d)
+		if v.State != health.Healthy {
+			v.Message = "Deployment " + name + ": " + v.Message
+		}
+		vs = append(vs, v)
+	}
+	_ = b
+	return health.Aggregate(vs...)
+}
+
+func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(w, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	t, err := r.Publisher.Target(ctx, w.Namespace, w.Spec.RepositoryRef, false)
+	if err != nil {
+		var re *reasonError
+		if errors.As(err, &re) && re.reason == ReasonRepositoryNotFound {
+			// Nowhere to delete from: nothing Scribe wrote can be pruned.
+			controllerutil.RemoveFinalizer(w, Finalizer)
+			return ctrl.Result{}, nil
+		}
+		return r.fail(w, err)
+	}
+	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
+	sync := syncIdentity(t, w.Status.GeneratedResources, src)
+	if w.Status.Phase != scribev1.WorkloadDeleting {
+		res, err := r.Publisher.Publish(ctx, t, publish.DeleteFor(src, w.Generation), sync)
+		if err != nil {
+			return r.fail(w, err)
+		}
+		w.Status.Phase = scribev1.WorkloadDeleting
+		w.Status.Revision = res.Commit
+		r.event(w, corev1.EventTypeNormal, "Deleting", "removed from Git at %s; waiting for the applier to prune", shortRev(res.Commit))
+	}
+	gone, err := r.Publisher.SyncGone(ctx, t, sync)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !gone {
+		conditions.MarkReconciling(w, ReasonPruning, "waiting for %s/%s to be pruned", sync.Namespace, sync.Name)
+		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	}
+	controllerutil.RemoveFinalizer(w, Finalizer)
+	return ctrl.Result{}, nil
+}
+
+func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
+	if r.Events != nil {
+		r.Events.Eventf(obj, nil, typ, reason, reason, format, args...)
+	}
+}
+
+func (r *WorkloadReconciler) analysisInterval(w *scribev1.Workload) time.Duration {
+	if a := w.Spec.Rollout; a != nil && a.Analysis != nil && a.Analysis.Interval != nil && a.Analysis.Interval.Duration > 0 {
+		return a.Analysis.Interval.Duration
+	}
+	return 30 * time.Second
+}
+
+// steps are the rollout's steps as weights of the new version: canary uses
+// spec.rollout.steps; blueGreen runs the new version dark (weight 0), then
+// switches; rolling switches at once.
+func steps(w *scribev1.Workload) []scribev1.RolloutStep {
+	ro := w.Spec.Rollout
+	if ro == nil {
+		return []scribev1.RolloutStep{{Weight: 100}}
+	}
+	switch ro.Strategy {
+	case "blueGreen":
+		var p *metav1.Duration
+		if len(ro.Steps) > 0 {
+			p = ro.Steps[0].Pause
+		}
+		return []scribev1.RolloutStep{{Weight: 0, Pause: p}, {Weight: 100}}
+	case "rolling":
+		return []scribev1.RolloutStep{{Weight: 100}}
+	}
+	if len(ro.Steps) == 0 {
+		return []scribev1.RolloutStep{{Weight: 100}}
+	}
+	return ro.Steps
+}
+
+func stepTraffic(w *scribev1.Workload, i int) []scribev1.VersionWeight {
+	s := steps(w)[i]
+	if w.Spec.Rollout != nil && w.Spec.Rollout.Strategy == "rolling" {
+		return []scribev1.VersionWeight{{Version: w.Status.CanaryVersion, Weight: 100}}
+	}
+	return []scribev1.VersionWeight{{Version: w.Status.StableVersion, Weight: 100 - s.Weight}, {Version: w.Status.CanaryVersion, Weight: s.Weight}}
+}
+
+func pause(w *scribev1.Workload, step int32) time.Duration {
+	s := steps(w)
+	if step < 0 || int(step) >= len(s) || s[step].Pause == nil {
+		return 0
+	}
+	return s[step].Pause.Duration
+}
+
+func hasVersion(w *scribev1.Workload, v string) bool {
+	for _, x := range w.Spec.Versions {
+		if x.Name == v {
+			return true
+		}
+	}
+	return false
+}
+
+func sameTraffic(a, b []scribev1.VersionWeight) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func fmtTraffic(tr []scribev1.VersionWeight) string {
+	parts := make([]string, 0, len(tr))
+	for _, t := range tr {
+		parts = append(parts, fmt.Sprintf("%s=%d%%", t.Version, t.Weight))
+	}
+	return strings.Join(parts, ",")
+}
+
+func deploymentName(w *scribev1.Workload, version string) string {
+	base := w.Name
+	if w.Spec.Service.Name != "" {
+		base = w.Spec.Service.Name
+	}
+	return base + "-" + version
+}
+
+func shortRev(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+func minDuration(a, b time.Duration) time.Duration {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// generated records where the bundle went and what it holds.
+func generated(t *Target, b *render.Bundle) *scribev1.GeneratedResources {
+	g := &scribev1.GeneratedResources{Objects: append([]scribev1.ObjectIdentity{b.Sync}, b.Objects...)}
+	p := t.Input.Path
+	if p == "" || p == "." {
+		g.Path = b.Dir
+	} else {
+		g.Path = p + "/" + b.Dir
+	}
+	return g
+}
+
+// syncIdentity finds the applier object among the generated resources, or
+// falls back to render's naming.
+func syncIdentity(t *Target, g *scribev1.GeneratedResources, src scribev1.ObjectIdentity) scribev1.ObjectIdentity {
+	if g != nil && len(g.Objects) > 0 {
+		return g.Objects[0]
+	}
+	return scribev1.ObjectIdentity{Namespace: t.Input.Applier.Namespace, Name: strings.ToLower(src.Kind) + "-" + src.Namespace + "-" + src.Name}
+}
