@@ -80,7 +80,7 @@ func TestMeasureWorkloads1000(t *testing.T) {
 		return done == n, fmt.Sprintf("%d of %d committed", done, n)
 	})
 	elapsed := time.Since(start)
-	commits := publishtest.Git(t, "", "--git-dir", f.srv.BareDir("exp"), "rev-list", "--count", "main")
+	commits := publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-list", "--count", "main")
 	t.Logf("%d Workloads: created in %s, all committed after %s, %s commits on main (incl. the initial one), peak RSS %.0f MiB, peak heap in use %.0f MiB (%.0f MiB before)",
 		n, created.Round(time.Millisecond), elapsed.Round(time.Millisecond), commits, vmHWM(), float64(peakHeap)/(1<<20), float64(heapBefore)/(1<<20))
 }

@@ -23,6 +23,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller/health"
 	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/publish/forge"
 	"github.com/scribe-gitops/scribe/publish/ocisink"
 	"github.com/scribe-gitops/scribe/render"
 )
@@ -335,4 +336,43 @@ func (p *Publisher) SyncGone(ctx context.Context, t *Target, sync scribev1.Objec
 		return true, nil
 	}
 	return false, err
+}
+
+// PullRequests reports whether changes to t go through pull requests.
+func (t *Target) PullRequests() bool {
+	return t.GitOpts != nil && t.Repo.Spec.Git.PullRequest != nil
+}
+
+// forgeFor builds the forge client of the Repository's pullRequest spec;
+// the token is the "token" key of its Secret.
+func (p *Publisher) forgeFor(ctx context.Context, t *Target) (publish.PullRequestOptions, error) {
+	pr := t.Repo.Spec.Git.PullRequest
+	s, err := p.secret(ctx, t.Repo.Namespace, pr.SecretRef.Name)
+	if err != nil {
+		return publish.PullRequestOptions{}, err
+	}
+	c, err := forge.New(forge.Options{Provider: pr.Provider, RepoURL: t.Repo.Spec.Git.URL, APIURL: pr.APIURL, Token: string(s["token"])})
+	if err != nil {
+		return publish.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: err}
+	}
+	return publish.PullRequestOptions{Base: pr.Base, Forge: c}, nil
+}
+
+// Propose opens or updates the pull request for the change.
+func (p *Publisher) Propose(ctx context.Context, t *Target, c publish.Change, evidence string) (publish.Proposal, error) {
+	opts, err := p.forgeFor(ctx, t)
+	if err != nil {
+		return publish.Proposal{}, err
+	}
+	return p.Git.Propose(ctx, *t.GitOpts, opts, c, evidence)
+}
+
+// ProposalStatus reads whether the pull request of src (head commit head)
+// was merged, and nudges the applier when it was.
+func (p *Publisher) ProposalStatus(ctx context.Context, t *Target, src scribev1.ObjectIdentity, head string) (publish.Proposal, error) {
+	opts, err := p.forgeFor(ctx, t)
+	if err != nil {
+		return publish.Proposal{}, err
+	}
+	return p.Git.ProposalStatus(ctx, *t.GitOpts, opts, src, head)
 }

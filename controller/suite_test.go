@@ -195,7 +195,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 	}
 	srv := publishtest.NewGitServer(t)
-	url := srv.InitRepo(t, "exp", "main")
+	url := srv.InitRepo(t, repoName, "main")
 	f := &fixture{e: e, ns: ns, srv: srv, url: url}
 	f.repo = &scribev1.Repository{
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
@@ -339,7 +339,7 @@ func (f *fixture) scribeCommits(t *testing.T, object string) []string {
 // fileAt reads a file of the repository at a commit.
 func (f *fixture) fileAt(t *testing.T, commit, path string) string {
 	t.Helper()
-	out, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir("exp"), "show", commit+":"+path)
+	out, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir(repoName), "show", commit+":"+path)
 	if err != nil {
 		return ""
 	}
@@ -362,13 +362,13 @@ func controllerConfig() config.Controller {
 // head is main's commit on the git server.
 func (f *fixture) head(t *testing.T) string {
 	t.Helper()
-	return publishtest.Git(t, "", "--git-dir", f.srv.BareDir("exp"), "rev-parse", "refs/heads/main")
+	return publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-parse", "refs/heads/main")
 }
 
 // commitMessage is the full message of a commit on the git server.
 func (f *fixture) commitMessage(t *testing.T, commit string) (string, error) {
 	t.Helper()
-	return publishtest.RunGit("", "--git-dir", f.srv.BareDir("exp"), "log", "-1", "--format=%B", commit)
+	return publishtest.RunGit("", "--git-dir", f.srv.BareDir(repoName), "log", "-1", "--format=%B", commit)
 }
 
 // deleteKustomization plays Flux pruning the per-CR Kustomization.
@@ -380,3 +380,7 @@ func (f *fixture) deleteKustomization(t *testing.T, key types.NamespacedName) {
 		t.Fatal(err)
 	}
 }
+
+// repoName is the test repository, owner/name as on a forge, so the fake
+// GitHub serves its pull requests.
+const repoName = "acme/exp"

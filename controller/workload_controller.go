@@ -160,19 +160,29 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		return r.fail(w, err)
 	}
 	if st.Revision == "" || st.Digest != bundle.Digest {
+		if st.Digest != bundle.Digest {
+			st.PullRequest = nil
+		}
 		st.Revision, st.Digest = "", bundle.Digest
 		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
 			return ctrl.Result{}, err
 		}
 		change := publish.ChangeFor(bundle)
-		change.Reason = st.Message
-		res, err := r.Publisher.Publish(ctx, t, change, bundle.Sync)
-		if err != nil {
-			return r.fail(w, err)
+		change.Reason = strings.TrimSpace(st.Message + "\n\n" + st.Evidence)
+		if promotesByPullRequest(w) && t.PullRequests() {
+			done, res, err := r.propose(ctx, w, t, change)
+			if err != nil || !done {
+				return res, err
+			}
+		} else {
+			res, err := r.Publisher.Publish(ctx, t, change, bundle.Sync)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			st.Revision = res.Commit
+			log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
 		}
-		st.Revision = res.Commit
 		st.GeneratedResources = generated(t, bundle)
-		log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
 	}
 
 	verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
@@ -225,17 +235,20 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		conditions.MarkReconciling(w, ReasonProgressing, "step %d of %s healthy; holding for %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second))
 		return ctrl.Result{RequeueAfter: minDuration(wait, r.analysisInterval(w))}, nil
 	}
+	evidence := stepEvidence(w)
 	if st.StableVersion == "" || int(st.Step) >= len(steps(w))-1 {
 		// The last step held: the new version is stable.
 		promoted := st.CanaryVersion
 		st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
 		st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
 		r.setTraffic(w, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
+		st.Evidence = evidence
 		r.event(w, corev1.EventTypeNormal, "Promoted", "%s is stable", promoted)
 		return ctrl.Result{Requeue: true}, nil
 	}
 	st.Step++
 	r.setTraffic(w, stepTraffic(w, int(st.Step)))
+	st.Evidence = evidence
 	r.event(w, corev1.EventTypeNormal, "StepAdvanced", "step %d of %d: %s", st.Step+1, len(steps(w)), fmtTraffic(st.Traffic))
 	return ctrl.Result{Requeue: true}, nil
 }
@@ -278,6 +291,66 @@ func (r *WorkloadReconciler) analyse(ctx context.Context, w *scribev1.Workload, 
 	return ctrl.Result{RequeueAfter: interval}, true, nil
 }
 
+// propose moves the current intent through its pull request: open or
+// update it, then wait for its merge. done is true once the change is on
+// the base branch, with st.Revision the commit that carries it.
+func (r *WorkloadReconciler) propose(ctx context.Context, w *scribev1.Workload, t *Target, change publish.Change) (bool, ctrl.Result, error) {
+	st := &w.Status
+	if st.PullRequest == nil {
+		prop, err := r.Publisher.Propose(ctx, t, change, st.Evidence)
+		if err != nil {
+			res, ferr := r.fail(w, err)
+			return false, res, ferr
+		}
+		if prop.UpToDate {
+			head, err := r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+			if err != nil {
+				res, ferr := r.fail(w, err)
+				return false, res, ferr
+			}
+			st.Revision = head
+			return true, ctrl.Result{}, nil
+		}
+		st.PullRequest = &scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
+		r.event(w, corev1.EventTypeNormal, "PullRequestOpened", "proposed %s in %s", fmtTraffic(st.Traffic), prop.PullRequest.URL)
+	}
+	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
+	prop, err := r.Publisher.ProposalStatus(ctx, t, src, st.PullRequest.Head)
+	if err != nil {
+		res, ferr := r.fail(w, err)
+		return false, res, ferr
+	}
+	st.PullRequest.State = string(prop.PullRequest.State)
+	switch {
+	case prop.Merged:
+		st.PullRequest.State = "merged"
+		rev := prop.MergeCommit
+		if rev == "" {
+			head, err := r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+			if err != nil {
+				res, ferr := r.fail(w, err)
+				return false, res, ferr
+			}
+			rev = head
+		}
+		st.Revision = rev
+		r.event(w, corev1.EventTypeNormal, "PullRequestMerged", "pull request #%d merged as %s (recognised by %s)", st.PullRequest.Number, shortRev(rev), prop.MergedBy)
+		r.Publisher.Nudge(ctx, t, syncIdentity(t, w.Status.GeneratedResources, src))
+		return true, ctrl.Result{}, nil
+	case prop.PullRequest.State == "closed":
+		conditions.MarkFalse(w, scribev1.ReadyCondition, "PullRequestClosed", "pull request #%d was closed without merging: %s stays where it is", st.PullRequest.Number, fmtTraffic(st.Traffic))
+		conditions.MarkStalled(w, "PullRequestClosed", "pull request #%d was closed without merging", st.PullRequest.Number)
+		return false, ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	conditions.MarkReconciling(w, "AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number)
+	conditions.MarkFalse(w, scribev1.ReadyCondition, "AwaitingMerge", "%s proposed in %s; waiting for the merge", fmtTraffic(st.Traffic), st.PullRequest.URL)
+	return false, ctrl.Result{RequeueAfter: r.Poll}, nil
+}
+
+func promotesByPullRequest(w *scribev1.Workload) bool {
+	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == "pullRequest"
+}
+
 // rollback commits all traffic back to the stable version, once.
 func (r *WorkloadReconciler) rollback(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target, why string) (ctrl.Result, error) {
 	st := &w.Status
@@ -300,9 +373,31 @@ func (r *WorkloadReconciler) setTraffic(w *scribev1.Workload, tr []scribev1.Vers
 	st.StepHealthyAt, st.LastAnalysisAt = nil, nil
 	st.FailedChecks = 0
 	st.Checks = nil
+	st.Evidence = ""
+	st.PullRequest = nil
 	if st.Phase != scribev1.WorkloadRolledBack || st.CanaryVersion != "" {
 		st.Message = ""
 	}
+}
+
+// stepEvidence describes the step that just held, for the next step's
+// pull request and commit.
+func stepEvidence(w *scribev1.Workload) string {
+	st := &w.Status
+	var b strings.Builder
+	fmt.Fprintf(&b, "Step %d (%s) was applied at %s", st.Step+1, fmtTraffic(st.Traffic), shortRev(st.Revision))
+	if st.StepHealthyAt != nil {
+		fmt.Fprintf(&b, " and healthy from %s to %s", st.StepHealthyAt.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
+	}
+	b.WriteString(".")
+	for _, c := range st.Checks {
+		mark := "passed"
+		if !c.Passed {
+			mark = "FAILED"
+		}
+		fmt.Fprintf(&b, "\n- check %s %s: %s", c.Name, mark, c.Message)
+	}
+	return b.String()
 }
 
 func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t *Target) (*render.Bundle, error) {

@@ -488,6 +488,31 @@ type WorkloadStatus struct {
 	// Message explains the phase, e.g. why a rollback happened.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// Evidence is what the previous step showed (when it was applied, how
+	// long it held, the check results); it goes into the next step's pull
+	// request and commit message.
+	// +optional
+	Evidence string `json:"evidence,omitempty"`
+
+	// PullRequest is the open proposal of the current intent when
+	// spec.rollout.promotion is pullRequest.
+	// +optional
+	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
+}
+
+// PullRequestStatus is the pull request that proposes a step.
+type PullRequestStatus struct {
+	// Number of the pull request.
+	Number int `json:"number"`
+	// URL of the pull request.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Head is the commit on the pull request's branch.
+	Head string `json:"head"`
+	// State: open, closed or merged.
+	// +optional
+	State string `json:"state,omitempty"`
 }
 
 // CheckResult is the outcome of one analysis check.

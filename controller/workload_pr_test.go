@@ -1,0 +1,92 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/publish/forge/forgetest"
+	"github.com/scribe-gitops/scribe/publish/publishtest"
+)
+
+// mergePR merges Scribe's branch into main on the git server as a person
+// pressing "Merge" does, tells the fake GitHub, and returns the merge commit.
+func (f *fixture) mergePR(t *testing.T, gh *forgetest.GitHub, number int, branch string) string {
+	t.Helper()
+	work := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", f.url, work)
+	publishtest.Git(t, work, "fetch", "--quiet", "origin", branch)
+	publishtest.Git(t, work, "merge", "--quiet", "--no-ff", "-m", "Merge pull request", "FETCH_HEAD")
+	publishtest.Git(t, work, "push", "--quiet", "origin", "main")
+	sha := publishtest.Git(t, work, "rev-parse", "HEAD")
+	gh.Merge(number, sha)
+	return sha
+}
+
+func TestWorkloadPullRequestPromotionWaitsForEachMergeAndCarriesEvidence(t *testing.T) {
+	f := newFixture(t)
+	gh := forgetest.NewGitHub(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+	if err := f.e.c.Create(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	f.startWithRepository(t)
+	initial := f.head(t)
+	w := workload(f.ns, "v1")
+	w.Spec.Rollout.Promotion = "pullRequest"
+	if err := f.e.c.Create(f.ctx(), w); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomizationName("Workload", f.ns, "web")
+	branch := "scribe/" + f.ns + "/workload/web"
+
+	// The first render is proposed, not committed to main.
+	got := f.waitWorkload(t, "a pull request", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil })
+	if head := f.head(t); head != initial {
+		t.Fatalf("main moved to %s before any merge", head)
+	}
+	prs := gh.PullRequests()
+	if len(prs) != 1 || prs[0].Head != branch || prs[0].Base != "main" {
+		t.Fatalf("pull requests = %+v", prs)
+	}
+	merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
+	got = f.waitWorkload(t, "the merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+	f.deploymentReady(t, "web-v1", true)
+	f.playFlux(t, ks, merge, true, "", "")
+	f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
+
+	// A new version: step 1 is a pull request too, and step 2 waits for it.
+	f.addVersion(t, "v2", nil)
+	got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != got.Status.PullRequest.Number
+	})
+	step1PR := got.Status.PullRequest.Number
+	merge = f.mergePR(t, gh, step1PR, branch)
+	if r := f.routeWeights(t, merge); r != "web-v1=90,web-v2=10" {
+		t.Fatalf("step 1 merged routes %q", r)
+	}
+	f.waitWorkload(t, "step 1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+	f.deploymentReady(t, "web-v2", true)
+	f.playFlux(t, ks, merge, true, "", "")
+	got = f.waitWorkload(t, "step 2 proposed", func(w *scribev1.Workload) bool {
+		return w.Status.Step == 1 && w.Status.PullRequest != nil && w.Status.PullRequest.Number != step1PR
+	})
+	var body string
+	for _, pr := range gh.PullRequests() {
+		if pr.Number == got.Status.PullRequest.Number {
+			body = pr.Body
+		}
+	}
+	for _, want := range []string{"### Evidence", "Step 1 (v1=90%,v2=10%) was applied at " + merge[:12], "healthy from", "modified clusters/dev/" + f.ns + "/workload/web/httproute-web.yaml"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("step 2's pull request body lacks %q:\n%s", want, body)
+		}
+	}
+	if head := f.head(t); head != merge {
+		t.Fatalf("main moved to %s without a merge", head)
+	}
+}
