@@ -41,7 +41,11 @@ func TestMeasureWorkloads1000(t *testing.T) {
 	}
 	const n = 1000
 	f := newFixture(t)
-	f.startWithRepository(t)
+	workers := 16
+	if v, err := strconv.Atoi(os.Getenv("SCRIBE_CONCURRENCY")); err == nil && v > 0 {
+		workers = v
+	}
+	f.startWithRepository(t, workers)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	heapBefore := ms.HeapInuse
@@ -81,8 +85,8 @@ func TestMeasureWorkloads1000(t *testing.T) {
 	})
 	elapsed := time.Since(start)
 	commits := publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-list", "--count", "main")
-	t.Logf("%d Workloads: created in %s, all committed after %s, %s commits on main (incl. the initial one), peak RSS %.0f MiB, peak heap in use %.0f MiB (%.0f MiB before)",
-		n, created.Round(time.Millisecond), elapsed.Round(time.Millisecond), commits, vmHWM(), float64(peakHeap)/(1<<20), float64(heapBefore)/(1<<20))
+	t.Logf("%d Workloads, %d workers: created in %s, all committed after %s, %s commits on main (incl. the initial one), peak RSS %.0f MiB, peak heap in use %.0f MiB (%.0f MiB before)",
+		n, workers, created.Round(time.Millisecond), elapsed.Round(time.Millisecond), commits, vmHWM(), float64(peakHeap)/(1<<20), float64(heapBefore)/(1<<20))
 }
 
 func waitForLong(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {

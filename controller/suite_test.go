@@ -123,7 +123,7 @@ func TestMain(m *testing.M) {
 
 // startController runs Scribe's manager until the returned stop is called
 // (or the test ends).
-func startController(t *testing.T, e *env, namespace string) (stop func()) {
+func startController(t *testing.T, e *env, namespace string, concurrency ...int) (stop func()) {
 	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
@@ -140,7 +140,11 @@ func startController(t *testing.T, e *env, namespace string) (stop func()) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(os.TempDir(), "scribe-controller-test-"+namespace)
-	_, err = controller.Setup(mgr, controller.Options{DataDir: dataDir, Poll: 150 * time.Millisecond, Concurrency: 2})
+	workers := 2
+	if len(concurrency) > 0 {
+		workers = concurrency[0]
+	}
+	_, err = controller.Setup(mgr, controller.Options{DataDir: dataDir, Poll: 150 * time.Millisecond, Concurrency: workers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,12 +81,12 @@ func (f *fixture) routeWeights(t *testing.T, commit string) string {
 	return strings.Join(parts, ",")
 }
 
-func (f *fixture) startWithRepository(t *testing.T) func() {
+func (f *fixture) startWithRepository(t *testing.T, concurrency ...int) func() {
 	t.Helper()
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
-	stop := startController(t, f.e, f.ns)
+	stop := startController(t, f.e, f.ns, concurrency...)
 	waitFor(t, "the Repository to be Ready", func() (bool, string) {
 		r := &scribev1.Repository{}
 		if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "default"}, r); err != nil {
