@@ -86,9 +86,12 @@ type Publisher struct {
 	Git    *publish.Git
 	// GCPProject for gke and talos clusters.
 	GCPProject string
+	// Metrics, optional.
+	Metrics *Metrics
 
-	mu  sync.Mutex
-	oci map[string]*ocisink.Sink
+	mu        sync.Mutex
+	oci       map[string]*ocisink.Sink
+	committed map[string]time.Time // commit → when it was pushed, until read back
 }
 
 // Target is a resolved Repository: where a CR's bundle goes.
@@ -246,19 +249,54 @@ func (p *Publisher) Render(ctx context.Context, t *Target, obj map[string]any, r
 	if resolved.GCPProject == "" {
 		resolved.GCPProject = p.GCPProject
 	}
-	return p.Engine.Render(ctx, render.Input{Object: obj, Publish: t.Input, Resolved: resolved})
+	start := time.Now()
+	b, err := p.Engine.Render(ctx, render.Input{Object: obj, Publish: t.Input, Resolved: resolved})
+	kind, _ := obj["kind"].(string)
+	p.Metrics.ObserveRender(kind, time.Since(start))
+	return b, err
 }
 
 // Publish writes the change and asks the applier to reconcile now.
 func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
+	start := time.Now()
 	res, err := t.Sink.Publish(ctx, c)
 	if err != nil {
 		return res, err
 	}
+	sink := SinkGit
+	if t.OCI != nil {
+		sink = SinkOCI
+	}
+	p.Metrics.ObservePublish(c.Source.Kind, sink, time.Since(start), res.Changed)
 	if res.Changed {
+		p.markCommitted(res.Commit)
 		p.Nudge(ctx, t, sync)
 	}
 	return res, nil
+}
+
+func (p *Publisher) markCommitted(commit string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.committed == nil {
+		p.committed = map[string]time.Time{}
+	}
+	if len(p.committed) > 10000 {
+		p.committed = map[string]time.Time{} // bounded: old entries are never read back
+	}
+	p.committed[commit] = time.Now()
+}
+
+// ObserveApplied records the time from Scribe's push of commit to the
+// applier reporting it applied and healthy, once per commit.
+func (p *Publisher) ObserveApplied(kind, commit string) {
+	p.mu.Lock()
+	at, ok := p.committed[commit]
+	delete(p.committed, commit)
+	p.mu.Unlock()
+	if ok {
+		p.Metrics.ObserveCommitToApplied(kind, at, time.Now())
+	}
 }
 
 // Nudge asks the applier to reconcile now instead of at its next poll: for

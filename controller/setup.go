@@ -54,6 +54,9 @@ type Options struct {
 	GCPProject string
 	// HTTPClient for analysis queries.
 	HTTPClient *http.Client
+	// Metrics receives render, publish and read-back measurements; nil
+	// records nothing.
+	Metrics *Metrics
 }
 
 // Setup registers Scribe's reconcilers with mgr and returns the Publisher
@@ -86,7 +89,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		Engine:     engine,
 		Git:        publish.NewGit(filepath.Join(opts.DataDir, "git")),
 		GCPProject: opts.GCPProject,
+		Metrics:    opts.Metrics,
 	}
+	p.Git.OnConflict = opts.Metrics.IncPushConflict
 	var shard predicate.Predicate = pred
 	if sel != nil {
 		shard = predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) })

@@ -93,7 +93,7 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	}
 	if !controllerutil.ContainsFinalizer(w, Finalizer) {
 		controllerutil.AddFinalizer(w, Finalizer)
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	w.Status.ObservedGeneration = w.Generation
 	if w.Status.Phase == "" {
@@ -211,6 +211,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 	}
 
 	// Applied and healthy.
+	r.Publisher.ObserveApplied(scribev1.WorkloadKind, st.Revision)
 	now := metav1.Now()
 	if st.CanaryVersion == "" {
 		if st.Phase != scribev1.WorkloadRolledBack {
@@ -244,13 +245,13 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		r.setTraffic(w, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
 		st.Evidence = evidence
 		r.event(w, corev1.EventTypeNormal, "Promoted", "%s is stable", promoted)
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	st.Step++
 	r.setTraffic(w, stepTraffic(w, int(st.Step)))
 	st.Evidence = evidence
 	r.event(w, corev1.EventTypeNormal, "StepAdvanced", "step %d of %d: %s", st.Step+1, len(steps(w)), fmtTraffic(st.Traffic))
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // analyse runs the checks when due; done means the reconcile is over (a
@@ -362,7 +363,7 @@ func (r *WorkloadReconciler) rollback(ctx context.Context, w *scribev1.Workload,
 	conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonRolledBack, "%s", st.Message)
 	r.event(w, corev1.EventTypeWarning, "RolledBack", "%s", st.Message)
 	log.FromContext(ctx).Info("rolling back", "version", failed, "reason", why)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // setTraffic records a new intent: its commit is still to be made.

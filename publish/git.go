@@ -100,6 +100,10 @@ const (
 // remote URL under its cache directory and one writer per (URL, branch), so
 // concurrent Publish calls for the same branch are serialized and batched.
 type Git struct {
+	// OnConflict, when set before first use, is called for every push lost
+	// to another writer (then retried), e.g. to count it in a metric.
+	OnConflict func()
+
 	cacheDir string
 	stats    gitStats
 
@@ -408,6 +412,9 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 			return batchResult{}, err
 		}
 		w.git.stats.conflicts.Add(1)
+		if w.git.OnConflict != nil {
+			w.git.OnConflict()
+		}
 	}
 	return batchResult{}, &Error{Reason: ReasonConflict, Op: "publish to", URL: s.opts.URL,
 		Err: fmt.Errorf("branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.Branch, s.opts.MaxAttempts, errors.Unwrap(lastErr))}

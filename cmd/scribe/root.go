@@ -53,6 +53,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newVersionCmd())
+	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newVersionCmd())
 	return root
 }

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/scribe-gitops/scribe/controller"
+)
+
+// Environment variables read by scribe controller.
+const (
+	envLogLevel     = "LOG_LEVEL"
+	envOTLPEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
+)
+
+// controllerFlags are the flags of scribe controller.
+type controllerFlags struct {
+	metricsAddr             string
+	metricsSecure           bool
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaderElectionID        string
+	concurrent              int
+	watchNamespaces         []string
+	watchLabelSelector      string
+	dataDir                 string
+	pollInterval            time.Duration
+	gcpProject              string
+	kubeconfig              string
+}
+
+func (f *controllerFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", "address the metrics endpoint binds to; 0 disables it")
+	fl.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (self-signed certificate) to callers authenticated and authorized by the API server; false serves plain HTTP to anyone, for local use")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address /healthz and /readyz bind to; 0 disables them")
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "hold a Lease so only one of several replicas reconciles")
+	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in a cluster)")
+	fl.StringVar(&f.leaderElectionID, "leader-election-id", "scribe-controller.scribe.dev", "name of the leader-election Lease")
+	fl.IntVar(&f.concurrent, "concurrent", 4, "custom resources of each kind reconciled at once")
+	fl.StringSliceVar(&f.watchNamespaces, "watch-namespaces", nil, "comma-separated namespaces to watch (default all); when set, it must include the applier's namespace (flux-system or argocd)")
+	fl.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "reconcile only custom resources matching this label selector, to shard across instances (e.g. "+controller.ShardLabel+"=shard1)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the Git caches (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/controller)")
+	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
+	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
+}
+
+func newControllerCmd() *cobra.Command {
+	var f controllerFlags
+	cmd := &cobra.Command{
+		Use:   "controller [flags]",
+		Short: "Run the Scribe controller manager",
+		Long: `Controller runs the reconcilers of Repositories and Workloads until it
+receives SIGINT or SIGTERM, then shuts down gracefully.
+
+Scribe renders into Git or OCI and writes in the cluster only its own
+resources' status and finalizers, Events, its Lease and the
+reconcile-request annotation on Flux sources and Argo CD Applications.
+
+--watch-namespaces restricts every watch, including those of the applier's
+objects: list the applier's namespace (flux-system or argocd) too, or
+health is never read back. --watch-label-selector shards custom resources
+across instances like Flux does, for example
+  --watch-label-selector ` + controller.ShardLabel + `=shard1
+
+Environment:
+  LOG_LEVEL                    debug, info (default), warn or error
+  OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP/gRPC (also _TRACES_ENDPOINT,
+                               _HEADERS, _INSECURE; OTEL_SERVICE_NAME)
+  KUBECONFIG                   used when --kubeconfig is not given
+
+Endpoints: metrics on --metrics-bind-address (HTTPS with a self-signed
+certificate and Kubernetes authentication and authorization unless
+--metrics-secure=false); /healthz and /readyz on
+--health-probe-bind-address. Exit code 0 after a clean shutdown, 2 on bad
+flags or any error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd, &f)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// logLevel maps LOG_LEVEL to a zap level.
+func logLevel(s string) (zapcore.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "info":
+		return zapcore.InfoLevel, nil
+	case "debug":
+		return zapcore.DebugLevel, nil
+	case "warn", "warning":
+		return zapcore.WarnLevel, nil
+	case "error":
+		return zapcore.ErrorLevel, nil
+	}
+	return 0, fmt.Errorf("%s=%q: want debug, info, warn or error", envLogLevel, s)
+}
+
+// check validates the flags before anything touches the cluster.
+func (f *controllerFlags) check() error {
+	var problems []string
+	if f.concurrent < 1 {
+		problems = append(problems, fmt.Sprintf("--concurrent must be at least 1, not %d", f.concurrent))
+	}
+	if f.pollInterval <= 0 {
+		problems = append(problems, fmt.Sprintf("--poll-interval must be positive, not %s", f.pollInterval))
+	}
+	if f.watchLabelSelector != "" {
+		if _, err := labels.Parse(f.watchLabelSelector); err != nil {
+			problems = append(problems, fmt.Sprintf("--watch-label-selector %q: %v", f.watchLabelSelector, err))
+		}
+	}
+	for _, ns := range f.watchNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+		}
+	}
+	if f.leaderElectionID == "" && f.leaderElect {
+		problems = append(problems, "--leader-election-id must not be empty with --leader-elect")
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
+func runController(cmd *cobra.Command, f *controllerFlags) error {
+	bad := func(err error) error { return &codeError{code: exitError, err: err} }
+	level, err := logLevel(os.Getenv(envLogLevel))
+	if err != nil {
+		return bad(err)
+	}
+	if err := f.check(); err != nil {
+		return bad(err)
+	}
+	if f.dataDir == "" {
+		cacheDir, err := os.UserCacheDir()
+		if err != nil {
+			return bad(fmt.Errorf("--data-dir: no default (%w); set it", err))
+		}
+		f.dataDir = filepath.Join(cacheDir, "scribe", "controller")
+	}
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return bad(fmt.Errorf("--data-dir: %w", err))
+	}
+
+	log := newLogger(cmd.ErrOrStderr(), level)
+	ctrl.SetLogger(log)
+	tracing, stopTracing, err := setupTracing(cmd.Context())
+	if err != nil {
+		return bad(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(ctx); err != nil {
+			log.Error(err, "flush traces")
+		}
+	}()
+
+	cfg, err := f.restConfig()
+	if err != nil {
+		return bad(err)
+	}
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       f.metricsOptions(),
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              f.leaderElectionID,
+		LeaderElectionNamespace:       f.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true, // run returns as soon as the manager stops
+		Cache:                         cache.Options{DefaultNamespaces: f.namespaces()},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	m, err := controller.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	if _, err := controller.Setup(mgr, controller.Options{
+		Metrics:       m,
+		DataDir:       f.dataDir,
+		Concurrency:   f.concurrent,
+		LabelSelector: f.watchLabelSelector,
+		Poll:          f.pollInterval,
+		GCPProject:    f.gcpProject,
+		HTTPClient:    &http.Client{Timeout: 30 * time.Second},
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("ready check: %w", err)
+	}
+	log.Info("starting manager", "namespaces", f.watchNamespaces, "labelSelector", f.watchLabelSelector,
+		"concurrent", f.concurrent, "dataDir", f.dataDir, "leaderElect", f.leaderElect, "tracing", tracing)
+	if err := mgr.Start(cmd.Context()); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	log.Info("manager stopped")
+	return nil
+}
+
+// newLogger logs JSON lines at level and above to w.
+func newLogger(w io.Writer, level zapcore.Level) logr.Logger {
+	return zap.New(zap.WriteTo(w), zap.UseDevMode(false), zap.Level(level))
+}
+
+// restConfig loads --kubeconfig, or else what ctrl.GetConfig finds
+// ($KUBECONFIG, in-cluster, ~/.kube/config).
+func (f *controllerFlags) restConfig() (*rest.Config, error) {
+	if f.kubeconfig == "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: f.kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	if cfg.QPS == 0 { // as ctrl.GetConfig does
+		cfg.QPS, cfg.Burst = 20, 30
+	}
+	return cfg, nil
+}
+
+// metricsOptions serves metrics over HTTPS behind Kubernetes authn/authz
+// with a self-signed certificate, as kubebuilder scaffolds, or plain HTTP.
+// HTTP/2 is disabled (CVE-2023-44487, CVE-2023-39325).
+func (f *controllerFlags) metricsOptions() metricsserver.Options {
+	o := metricsserver.Options{
+		BindAddress:   f.metricsAddr,
+		SecureServing: f.metricsSecure,
+		TLSOpts:       []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if f.metricsSecure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
+// namespaces is the cache's DefaultNamespaces: nil watches all.
+func (f *controllerFlags) namespaces() map[string]cache.Config {
+	if len(f.watchNamespaces) == 0 {
+		return nil
+	}
+	out := make(map[string]cache.Config, len(f.watchNamespaces))
+	for _, ns := range f.watchNamespaces {
+		out[ns] = cache.Config{}
+	}
+	return out
+}

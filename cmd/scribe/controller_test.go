@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/controller"
+)
+
+func TestControllerRejectsAnInvalidLogLevel(t *testing.T) {
+	t.Setenv(envLogLevel, "loud")
+	code, _, stderr := scribe(t, "controller", "--kubeconfig", filepath.Join(t.TempDir(), "missing"))
+	if code != exitError {
+		t.Fatalf("exit code %d, want %d; stderr:\n%s", code, exitError, stderr)
+	}
+	if !strings.Contains(stderr, `LOG_LEVEL="loud"`) || !strings.Contains(stderr, "debug, info, warn or error") {
+		t.Errorf("stderr does not explain LOG_LEVEL:\n%s", stderr)
+	}
+}
+
+func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
+	t.Setenv(envOTLPEndpoint, "")
+	t.Setenv(envOTLPTracesEndpoint, "")
+	on, stop, err := setupTracing(context.Background())
+	if err != nil || on {
+		t.Fatalf("setupTracing = %v, %v; want off", on, err)
+	}
+	if err := stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestControllerLogLevels(t *testing.T) {
+	for in, want := range map[string]zapcore.Level{
+		"": zapcore.InfoLevel, "info": zapcore.InfoLevel, "DEBUG": zapcore.DebugLevel,
+		"warn": zapcore.WarnLevel, "error": zapcore.ErrorLevel,
+	} {
+		got, err := logLevel(in)
+		if err != nil || got != want {
+			t.Errorf("logLevel(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := logLevel("trace"); err == nil {
+		t.Error("logLevel(trace) succeeded")
+	}
+}
+
+// TestControllerRejectsBadFlags: every flag error exits 2 and names the
+// flag before the cluster is contacted (the kubeconfig does not exist).
+func TestControllerRejectsBadFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--watch-label-selector", "sharding.scribe.dev/key in (shard1"}, "--watch-label-selector"},
+		{[]string{"--watch-label-selector", "a b"}, "--watch-label-selector"},
+		{[]string{"--watch-namespaces", "shop,Not_A_Namespace"}, "--watch-namespaces"},
+		{[]string{"--concurrent", "0"}, "--concurrent"},
+		{[]string{"--poll-interval", "0s"}, "--poll-interval"},
+		{[]string{"--leader-elect", "--leader-election-id", ""}, "--leader-election-id"},
+		{[]string{"--poll-interval", "soon"}, "--poll-interval"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append([]string{"controller", "--kubeconfig", missing, "--data-dir", t.TempDir()}, tc.args...)
+			code, _, stderr := scribe(t, args...)
+			if code != exitError {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, exitError, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr does not name %s:\n%s", tc.want, stderr)
+			}
+			if strings.Contains(stderr, missing) {
+				t.Errorf("the kubeconfig was read before the flags were checked:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestControllerRunsWithItsRoleAndStopsOnCancel starts a kube-apiserver,
+// runs `scribe controller` as a user that holds only config/rbac/role.yaml,
+// and checks that it becomes leader, starts every controller (its informers
+// synced under that role), serves /healthz, /readyz and authenticated
+// metrics, and exits 0 when its context is cancelled.
+func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
+	}
+	crdDirs := []string{filepath.Join("..", "..", "config", "crd", "bases")}
+	shared, err := sharedCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: append(crdDirs, shared...), ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start kube-apiserver: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// The controller's user holds exactly the generated ClusterRole.
+	const user = "scribe-controller-test"
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatalf("config/rbac/role.yaml: %v", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, o := range []client.Object{&role, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := env.AddUser(envtest.User{Name: user}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	began := time.Now()
+	probe, metrics := freePort(t), freePort(t)
+	const leaseID = "scribe-controller-test.scribe.dev"
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	t.Setenv(envLogLevel, "debug")
+	t.Setenv(envOTLPEndpoint, "http://"+freePort(t)) // nothing listens: export fails quietly, shutdown must not hang
+	go func() {
+		done <- run(runCtx, []string{"controller",
+			"--kubeconfig", kubeconfig,
+			"--metrics-bind-address", metrics,
+			"--health-probe-bind-address", probe,
+			"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID,
+			"--watch-label-selector", controller.ShardLabel + "=shard1",
+			"--data-dir", t.TempDir(),
+			"--concurrent", "2",
+		}, &stdout, &stderr)
+	}()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+		t.Fatalf(format+"\nstderr:\n%s", append(args, stderr.String())...)
+	}
+
+	plain := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(90 * time.Second)
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			select {
+			case code := <-done:
+				done <- code
+				fail("scribe controller exited with %d while waiting for %s", code, what)
+			default:
+			}
+			if strings.Contains(stderr.String(), " is forbidden: ") {
+				fail("the controller was refused something under config/rbac/role.yaml while waiting for %s", what)
+			}
+			if time.Now().After(deadline) {
+				fail("timed out waiting for %s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		waitUntil(path, func() bool { return statusOf(plain, "http://"+probe+path) == http.StatusOK })
+	}
+	waitUntil("the leader-election Lease", func() bool {
+		var l coordinationv1.Lease
+		err := admin.Get(ctx, types.NamespacedName{Namespace: "default", Name: leaseID}, &l)
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	waitUntil("every controller's workers", func() bool {
+		s := stderr.String()
+		n := strings.Count(s, `"Starting workers"`)
+		return n > 0 && n == strings.Count(s, `"Starting Controller"`)
+	})
+	t.Logf("scribe controller ready, leading and started %s after launch", time.Since(began).Round(time.Millisecond))
+	// Metrics are HTTPS (self-signed) and refuse an anonymous scrape.
+	secure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the metrics server's certificate is self-signed
+	}}
+	if got := statusOf(secure, "https://"+metrics+"/metrics"); got != http.StatusUnauthorized {
+		fail("anonymous GET https://%s/metrics: status %d, want %d", metrics, got, http.StatusUnauthorized)
+	}
+	if !strings.Contains(stderr.String(), `"tracing":true`) {
+		fail("OTEL_EXPORTER_OTLP_ENDPOINT is set but tracing is off")
+	}
+	if s := stderr.String(); strings.Contains(s, " is forbidden: ") {
+		fail("the controller was refused something under config/rbac/role.yaml")
+	}
+
+	start := time.Now()
+	cancel()
+	select {
+	case code := <-done:
+		t.Logf("scribe controller stopped %s after cancel", time.Since(start).Round(time.Millisecond))
+		if code != exitOK {
+			t.Fatalf("exit code %d after cancel, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatalf("scribe controller did not stop within 45 s of cancel; stderr:\n%s", stderr.String())
+	}
+	var l coordinationv1.Lease
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: "default", Name: leaseID}, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+		t.Errorf("the Lease is still held by %q after shutdown; leadership is not released on cancel", *l.Spec.HolderIdentity)
+	}
+}
+
+// sharedCRDs are Flux's and Argo CD's CRDs, which the controller watches.
+func sharedCRDs() ([]string, error) {
+	root := os.Getenv("SCRIBE_SHARED_CRDS")
+	for _, candidate := range []string{filepath.Join("..", "..", "..", "shared", "crds"), "/work/shared/crds"} {
+		if root != "" {
+			break
+		}
+		if _, err := os.Stat(candidate); err == nil {
+			root = candidate
+		}
+	}
+	dirs := []string{filepath.Join(root, "flux"), filepath.Join(root, "argocd")}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("upstream CRDs %s: %w (set SCRIBE_SHARED_CRDS)", d, err)
+		}
+	}
+	return dirs, nil
+}
+
+// freePort returns 127.0.0.1:PORT of a port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// statusOf returns the status code of GET url, or 0 when it fails.
+func statusOf(c *http.Client, url string) int {
+	resp, err := c.Get(url) //nolint:noctx // bounded by the client's timeout
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// syncBuffer is a bytes.Buffer safe for the controller's logger and the
+// test to use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
