@@ -108,5 +108,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err := wr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("workload controller: %w", err)
 	}
+	// Experiments.
+	er := &ExperimentReconciler{Publisher: p, Events: mgr.GetEventRecorder("scribe-controller"), Poll: opts.Poll}
+	if err := er.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
+		return nil, fmt.Errorf("experiment controller: %w", err)
+	}
 	return p, nil
 }
