@@ -12,6 +12,10 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,20 +253,38 @@ func (p *Publisher) Render(ctx context.Context, t *Target, obj map[string]any, r
 	if resolved.GCPProject == "" {
 		resolved.GCPProject = p.GCPProject
 	}
+	kind, _ := obj["kind"].(string)
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "render", trace.WithAttributes(attribute.String("scribe.kind", kind)))
+	defer span.End()
 	start := time.Now()
 	b, err := p.Engine.Render(ctx, render.Input{Object: obj, Publish: t.Input, Resolved: resolved})
-	kind, _ := obj["kind"].(string)
 	p.Metrics.ObserveRender(kind, time.Since(start))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(attribute.String("scribe.digest", b.Digest))
+	}
 	return b, err
 }
 
+// tracerName names Scribe's spans; the provider is set up by `scribe
+// controller` when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise).
+const tracerName = "github.com/scribe-gitops/scribe/controller"
+
 // Publish writes the change and asks the applier to reconcile now.
 func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "publish", trace.WithAttributes(
+		attribute.String("scribe.object", publish.ObjectRef(c.Source)), attribute.Bool("scribe.delete", c.Delete)))
+	defer span.End()
 	start := time.Now()
 	res, err := t.Sink.Publish(ctx, c)
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		return res, err
 	}
+	span.SetAttributes(attribute.String("scribe.revision", res.Revision), attribute.Bool("scribe.changed", res.Changed))
 	sink := SinkGit
 	if t.OCI != nil {
 		sink = SinkOCI
@@ -325,7 +347,17 @@ func (p *Publisher) Nudge(ctx context.Context, t *Target, sync scribev1.ObjectId
 
 // Applied reads the applier's verdict on commit for the CR whose sync
 // object is sync.
-func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.ObjectIdentity, commit string) (health.Verdict, error) {
+func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.ObjectIdentity, commit string) (v health.Verdict, err error) {
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "read-back", trace.WithAttributes(
+		attribute.String("scribe.object", publish.ObjectRef(src)), attribute.String("scribe.revision", commit)))
+	defer func() {
+		span.SetAttributes(attribute.String("scribe.verdict", string(v.State)), attribute.String("scribe.reason", v.Reason))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	anc := p.ancestry(t, src)
 	if t.Input.Applier.Kind == "ArgoCD" {
 		app := &unstructured.Unstructured{}

@@ -125,6 +125,16 @@ func TestMain(m *testing.M) {
 // (or the test ends).
 func startController(t *testing.T, e *env, namespace string, concurrency ...int) (stop func()) {
 	t.Helper()
+	workers := 2
+	if len(concurrency) > 0 {
+		workers = concurrency[0]
+	}
+	return startControllerWith(t, e, namespace, controller.Options{Poll: 150 * time.Millisecond, Concurrency: workers})
+}
+
+// startControllerWith runs the manager with opts (DataDir is set here).
+func startControllerWith(t *testing.T, e *env, namespace string, opts controller.Options) (stop func()) {
+	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +150,8 @@ func startController(t *testing.T, e *env, namespace string, concurrency ...int)
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(os.TempDir(), "scribe-controller-test-"+namespace)
-	workers := 2
-	if len(concurrency) > 0 {
-		workers = concurrency[0]
-	}
-	_, err = controller.Setup(mgr, controller.Options{DataDir: dataDir, Poll: 150 * time.Millisecond, Concurrency: workers})
+	opts.DataDir = dataDir
+	_, err = controller.Setup(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +250,11 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 	ctx := f.ctx()
 	ks := &kustomizev1.Kustomization{}
 	if err := f.e.c.Get(ctx, key, ks); apierrors.IsNotFound(err) {
+		// The labels render puts on the sync object.
+		kind, rest, _ := strings.Cut(key.Name, "-")
+		labels := map[string]string{"scribe.dev/kind": strings.ToUpper(kind[:1]) + kind[1:], "scribe.dev/namespace": f.ns, "scribe.dev/name": strings.TrimPrefix(rest, f.ns+"-")}
 		ks = &kustomizev1.Kustomization{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: labels},
 			Spec: kustomizev1.KustomizationSpec{
 				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./", Prune: true,
 				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "scribe"},

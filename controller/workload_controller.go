@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,15 +15,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller/health"
@@ -56,10 +61,35 @@ type WorkloadReconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&scribev1.Workload{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deleting()), pred)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	// Read-back is watched where the API allows, so a step moves as soon as
+	// the applier or a Deployment reports, not at the next poll: the per-CR
+	// Kustomization carries render's scribe.dev/{kind,namespace,name}
+	// labels, the Deployments scribe.dev/workload. Kinds whose CRDs are not
+	// installed (Flux on an Argo CD cluster) are polled only.
+	b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()["scribe.dev/workload"]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	}))
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}, "v1"); err == nil {
+		b = b.Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
+	}
+	return b.Complete(r)
+}
+
+// syncOwner maps an applier object labelled by render back to its CR.
+func syncOwner(kind string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		if l["scribe.dev/kind"] != kind || l["scribe.dev/name"] == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l["scribe.dev/namespace"], Name: l["scribe.dev/name"]}}}
+	}
 }
 
 // deleting passes updates that start a deletion (the deletion timestamp

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -355,4 +356,29 @@ func TestWorkloadBadInputSaysWhyAndCommitsNothing(t *testing.T) {
 	if now := f.head(t); now != head {
 		t.Fatalf("bad input produced a commit: main moved from %s to %s", head, now)
 	}
+}
+
+func TestWorkloadMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
+	f := newFixture(t)
+	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
+		t.Fatal(err)
+	}
+	// Health is re-read only once an hour: only watch events can move it.
+	startControllerWith(t, f.e, f.ns, controller.Options{Poll: time.Hour, Concurrency: 2})
+	if err := f.e.c.Create(f.ctx(), workload(f.ns, "v1")); err != nil {
+		t.Fatal(err)
+	}
+	w := f.waitWorkload(t, "the first commit", func(w *scribev1.Workload) bool { return w.Status.Revision != "" })
+	f.playFlux(t, kustomizationName("Workload", f.ns, "web"), w.Status.Revision, true, "", "")
+	// The Deployment as Flux applies it, with render's label.
+	f.deploymentReady(t, "web-v1", true)
+	d := &appsv1.Deployment{}
+	if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "web-v1"}, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Labels = map[string]string{"scribe.dev/workload": "web"}
+	if err := f.e.c.Update(f.ctx(), d); err != nil {
+		t.Fatal(err)
+	}
+	f.waitWorkload(t, "healthy from watch events alone", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
 }

@@ -76,8 +76,10 @@ type CommonStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Revision is the Git commit SHA or OCI digest holding the last published
-	// render, in Flux's form (`<branch>@sha1:<sha>` or `<tag>@sha256:<digest>`).
+	// Revision is the Git commit SHA (or OCI manifest digest, `sha256:…`)
+	// that carries the last published render; empty while a new intent is
+	// being committed. Appliers report `<branch>@sha1:<sha>`; Scribe compares
+	// on the hash.
 	// +optional
 	Revision string `json:"revision,omitempty"`
 
