@@ -250,6 +250,10 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		conditions.MarkTrue(w, scribev1.ReadyCondition, ReasonSucceeded, "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision))
 		conditions.Delete(w, scribev1.ReconcilingCondition)
 		conditions.Delete(w, scribev1.StalledCondition)
+		if wait, pending := decommissionDue(w, time.Now()); pending {
+			// Drained versions are still deployed: come back when they go.
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		return ctrl.Result{}, nil
 	}
 	if st.StepHealthyAt == nil {
@@ -271,6 +275,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		// The last step held: the new version is stable.
 		promoted := st.CanaryVersion
 		st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
+		st.DrainStartedAt = &now
 		st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
 		r.setTraffic(w, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
 		st.Evidence = evidence
@@ -387,6 +392,8 @@ func (r *WorkloadReconciler) rollback(ctx context.Context, w *scribev1.Workload,
 	st := &w.Status
 	failed := st.CanaryVersion
 	st.RolledBackVersion, st.CanaryVersion, st.Step = failed, "", -1
+	now := metav1.Now()
+	st.DrainStartedAt = &now
 	st.Phase = scribev1.WorkloadRolledBack
 	st.Message = "rollback of " + failed + ": " + why
 	r.setTraffic(w, []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}, {Version: failed, Weight: 0}})
@@ -409,6 +416,51 @@ func (r *WorkloadReconciler) setTraffic(w *scribev1.Workload, tr []scribev1.Vers
 	if st.Phase != scribev1.WorkloadRolledBack || st.CanaryVersion != "" {
 		st.Message = ""
 	}
+}
+
+// gracePeriod is how long a drained version stays deployed.
+func gracePeriod(w *scribev1.Workload) time.Duration {
+	if d := w.Spec.Decommission; d != nil && d.GracePeriod != nil {
+		return d.GracePeriod.Duration
+	}
+	return 10 * time.Minute
+}
+
+// renderedVersions are the versions the render keeps: the stable one, the
+// one rolling out, and every other version until its drain has lasted the
+// grace period. A version removed from the output is decommissioned: the
+// applier prunes its Deployment.
+func renderedVersions(w *scribev1.Workload, now time.Time) map[string]bool {
+	st := &w.Status
+	keep := map[string]bool{}
+	drained := st.DrainStartedAt != nil && now.Sub(st.DrainStartedAt.Time) >= gracePeriod(w) && st.StableVersion != ""
+	for _, v := range w.Spec.Versions {
+		if !drained || v.Name == st.StableVersion || v.Name == st.CanaryVersion {
+			keep[v.Name] = true
+		}
+	}
+	newest := w.Spec.Versions[len(w.Spec.Versions)-1].Name
+	if newest != st.RolledBackVersion {
+		keep[newest] = true // a version about to roll out
+	}
+	return keep
+}
+
+// decommissionDue says how long until drained versions leave the output,
+// and whether any are still rendered.
+func decommissionDue(w *scribev1.Workload, now time.Time) (time.Duration, bool) {
+	st := &w.Status
+	if st.DrainStartedAt == nil || st.StableVersion == "" {
+		return 0, false
+	}
+	if len(renderedVersions(w, now)) <= 1 {
+		return 0, false
+	}
+	wait := gracePeriod(w) - now.Sub(st.DrainStartedAt.Time)
+	if wait < 0 {
+		wait = time.Millisecond // due now: the next pass renders without them
+	}
+	return wait, true
 }
 
 // stepEvidence describes the step that just held, for the next step's
@@ -437,6 +489,29 @@ func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t
 		return nil, fmt.Errorf("convert workload: %w", err)
 	}
 	u["apiVersion"], u["kind"] = scribev1.GroupVersion.String(), scribev1.WorkloadKind
+	keep := renderedVersions(w, time.Now())
+	if spec, ok := u["spec"].(map[string]any); ok {
+		if vs, ok := spec["versions"].([]any); ok {
+			var kept []any
+			for _, v := range vs {
+				if m, ok := v.(map[string]any); ok && keep[fmt.Sprint(m["name"])] {
+					kept = append(kept, v)
+				}
+			}
+			spec["versions"] = kept
+		}
+	}
+	if st, ok := u["status"].(map[string]any); ok {
+		if tr, ok := st["traffic"].([]any); ok {
+			var kept []any
+			for _, e := range tr {
+				if m, ok := e.(map[string]any); ok && keep[fmt.Sprint(m["version"])] {
+					kept = append(kept, e)
+				}
+			}
+			st["traffic"] = kept
+		}
+	}
 	status := map[string]any{}
 	if st, ok := u["status"].(map[string]any); ok {
 		for _, k := range []string{"traffic", "stableVersion"} {

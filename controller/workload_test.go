@@ -382,3 +382,40 @@ func TestWorkloadMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
 	}
 	f.waitWorkload(t, "healthy from watch events alone", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
 }
+
+func TestWorkloadDecommissionsADrainedVersionAfterTheGracePeriod(t *testing.T) {
+	f := newFixture(t)
+	f.startWithRepository(t)
+	w0 := workload(f.ns, "v1")
+	w0.Spec.Rollout = nil // switch at once
+	w0.Spec.Decommission = &scribev1.Decommission{GracePeriod: &metav1.Duration{Duration: 2 * time.Second}}
+	f.deployStable(t, w0)
+	ks := kustomizationName("Workload", f.ns, "web")
+	f.addVersion(t, "v2", nil)
+	w := f.waitWorkload(t, "v2 committed", func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == "v2" && w.Status.Revision != ""
+	})
+	f.deploymentReady(t, "web-v2", true)
+	f.playFlux(t, ks, w.Status.Revision, true, "", "")
+	w = f.waitWorkload(t, "v2 promoted and committed", func(w *scribev1.Workload) bool {
+		return w.Status.StableVersion == "v2" && w.Status.Revision != ""
+	})
+	promotion := w.Status.Revision
+	v1File := "clusters/dev/" + f.ns + "/workload/web/deployment-web-v1.yaml"
+	if f.fileAt(t, promotion, v1File) == "" {
+		t.Fatalf("v1 was removed at the promotion, before its grace period")
+	}
+	f.playFlux(t, ks, promotion, true, "", "")
+	w = f.waitWorkload(t, "v1 decommissioned", func(w *scribev1.Workload) bool {
+		return w.Status.Revision != "" && w.Status.Revision != promotion
+	})
+	if f.fileAt(t, w.Status.Revision, v1File) != "" {
+		t.Fatalf("the decommission commit %s still deploys v1", w.Status.Revision)
+	}
+	if f.fileAt(t, w.Status.Revision, "clusters/dev/"+f.ns+"/workload/web/deployment-web-v2.yaml") == "" {
+		t.Fatal("the decommission commit removed v2 too")
+	}
+	if d := w.Status.DrainStartedAt; d == nil || time.Since(d.Time) < 2*time.Second {
+		t.Fatalf("decommissioned before the grace period: drain started %v", d)
+	}
+}

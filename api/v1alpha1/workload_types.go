@@ -495,6 +495,12 @@ type WorkloadStatus struct {
 	// +optional
 	Evidence string `json:"evidence,omitempty"`
 
+	// DrainStartedAt is when the versions other than the stable one stopped
+	// receiving traffic (a promotion or a rollback); they are removed from
+	// the rendered output spec.decommission.gracePeriod later.
+	// +optional
+	DrainStartedAt *metav1.Time `json:"drainStartedAt,omitempty"`
+
 	// PullRequest is the open proposal of the current intent when
 	// spec.rollout.promotion is pullRequest.
 	// +optional

@@ -1356,6 +1356,10 @@ func (in *WorkloadStatus) DeepCopyInto(out *WorkloadStatus) {
 		*out = make([]CheckResult, len(*in))
 		copy(*out, *in)
 	}
+	if in.DrainStartedAt != nil {
+		in, out := &in.DrainStartedAt, &out.DrainStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.PullRequest != nil {
 		in, out := &in.PullRequest, &out.PullRequest
 		*out = new(PullRequestStatus)
