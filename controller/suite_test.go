@@ -149,7 +149,7 @@ func startControllerWith(t *testing.T, e *env, namespace string, opts controller
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataDir := filepath.Join(os.TempDir(), "scribe-controller-test-"+namespace)
+	dataDir := t.TempDir()
 	opts.DataDir = dataDir
 	_, err = controller.Setup(mgr, opts)
 	if err != nil {
