@@ -191,7 +191,10 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 	}
 	if st.Revision == "" || st.Digest != bundle.Digest {
 		if st.Digest != bundle.Digest {
+			// New content at the same step (the spec changed): its health
+			// and pause start again.
 			st.PullRequest = nil
+			st.StepHealthyAt, st.LastAnalysisAt = nil, nil
 		}
 		st.Revision, st.Digest = "", bundle.Digest
 		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
