@@ -179,6 +179,7 @@ func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		st.Revision = res.Commit
 		st.GeneratedResources = generated(t, bundle)
 		st.Workflow = nil
+		conditions.Delete(e, scribev1.StalledCondition) // a new render starts over
 		log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "digest", bundle.Digest)
 		r.setPhase(ctx, e, scribev1.ExperimentProvisioning, "published %s; waiting for the applier and the target clusters", shortRev(st.Revision))
 	}

@@ -153,7 +153,8 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 	switch {
 	case repo.Spec.Git != nil:
 		g := repo.Spec.Git
-		opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate}
+		opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate,
+			Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
 		if opts.Branch == "" {
 			opts.Branch = "main"
 		}
@@ -165,11 +166,12 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 		}
 		var data map[string][]byte
 		if g.SecretRef != nil {
-			s, err := p.secret(ctx, repo.Namespace, g.SecretRef.Name)
+			s, rv, err := p.secretWithVersion(ctx, repo.Namespace, g.SecretRef.Name)
 			if err != nil {
 				return nil, err
 			}
 			data = s
+			opts.Identity += " secret@" + rv
 		}
 		auth, err := publish.GitAuth(g.URL, data)
 		if err != nil {
@@ -177,10 +179,11 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 		}
 		opts.Auth = auth
 		if g.Signing != nil {
-			s, err := p.secret(ctx, repo.Namespace, g.Signing.SecretRef.Name)
+			s, rv, err := p.secretWithVersion(ctx, repo.Namespace, g.Signing.SecretRef.Name)
 			if err != nil {
 				return nil, err
 			}
+			opts.Identity += " signing@" + rv
 			signer, err := publish.SignerFromSecret(g.Signing.Format, s)
 			if err != nil {
 				return nil, &reasonError{reason: "SigningKeyInvalid", err: err}
@@ -238,14 +241,20 @@ func (p *Publisher) ociSink(opts ocisink.Options) (*ocisink.Sink, error) {
 }
 
 func (p *Publisher) secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	data, _, err := p.secretWithVersion(ctx, namespace, name)
+	return data, err
+}
+
+// secretWithVersion reads a Secret's data and resource version.
+func (p *Publisher) secretWithVersion(ctx context.Context, namespace, name string) (map[string][]byte, string, error) {
 	s := &corev1.Secret{}
 	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &reasonError{reason: ReasonSecretNotFound, err: fmt.Errorf("secret %s/%s not found", namespace, name)}
+			return nil, "", &reasonError{reason: ReasonSecretNotFound, err: fmt.Errorf("secret %s/%s not found", namespace, name)}
 		}
-		return nil, fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
+		return nil, "", fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
 	}
-	return s.Data, nil
+	return s.Data, s.Namespace + "/" + s.Name + "@" + s.ResourceVersion, nil
 }
 
 // Render renders obj for the target.

@@ -342,7 +342,7 @@ func (r *WorkloadReconciler) propose(ctx context.Context, w *scribev1.Workload, 
 			return false, res, ferr
 		}
 		if prop.UpToDate {
-			head, err := r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+			head, err := r.Publisher.Git.CheckAccess(ctx, baseOpts(t))
 			if err != nil {
 				res, ferr := r.fail(w, err)
 				return false, res, ferr
@@ -365,7 +365,7 @@ func (r *WorkloadReconciler) propose(ctx context.Context, w *scribev1.Workload, 
 		st.PullRequest.State = "merged"
 		rev := prop.MergeCommit
 		if rev == "" {
-			head, err := r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+			head, err := r.Publisher.Git.CheckAccess(ctx, baseOpts(t))
 			if err != nil {
 				res, ferr := r.fail(w, err)
 				return false, res, ferr
@@ -386,6 +386,15 @@ func (r *WorkloadReconciler) propose(ctx context.Context, w *scribev1.Workload, 
 	return false, ctrl.Result{RequeueAfter: r.Poll}, nil
 }
 
+// baseOpts are the Git options for the branch pull requests target.
+func baseOpts(t *Target) publish.GitOptions {
+	o := *t.GitOpts
+	if b := t.Repo.Spec.Git.PullRequest.Base; b != "" {
+		o.Branch = b
+	}
+	return o
+}
+
 func promotesByPullRequest(w *scribev1.Workload) bool {
 	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == "pullRequest"
 }
@@ -399,7 +408,9 @@ func (r *WorkloadReconciler) rollback(ctx context.Context, w *scribev1.Workload,
 	st.DrainStartedAt = &now
 	st.Phase = scribev1.WorkloadRolledBack
 	st.Message = "rollback of " + failed + ": " + why
-	r.setTraffic(w, []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}, {Version: failed, Weight: 0}})
+	// The failed version keeps its Deployment (at weight 0) until it is
+	// decommissioned, so the traffic names only the stable version.
+	r.setTraffic(w, []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}})
 	conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonRolledBack, "%s", st.Message)
 	r.event(w, corev1.EventTypeWarning, "RolledBack", "%s", st.Message)
 	log.FromContext(ctx).Info("rolling back", "version", failed, "reason", why)

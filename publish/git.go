@@ -49,6 +49,11 @@ type GitOptions struct {
 	// Backoff is the base of the jittered exponential wait between tries
 	// (default 50ms, capped at 2s).
 	Backoff time.Duration
+	// Identity names the credentials and signing key the options carry
+	// (for example the Repository and its Secrets' resource versions).
+	// Concurrent changes are batched into one commit only with others of
+	// the same Identity, author and template.
+	Identity string
 	// BatchWindow is how long the writer waits for more changes before it
 	// commits (default 0: changes that arrive while a push is in flight are
 	// batched into the next commit anyway).
@@ -112,9 +117,28 @@ type Git struct {
 	writers map[string]*gitWriter
 }
 
+// lockedStore serializes the use of one cached repository. Its lock is a
+// semaphore that gives up with the caller's context, and every holder runs
+// under storeTimeout, so a remote that hangs cannot wedge other callers.
 type lockedStore struct {
-	mu    sync.Mutex
+	sem   chan struct{}
 	store *gitStore
+}
+
+// storeTimeout bounds one operation on a cached repository: every fetch,
+// push and ref listing it makes.
+const storeTimeout = 2 * time.Minute
+
+// lock takes the store for one operation and returns the context to use
+// (bounded by storeTimeout) and the release function.
+func (ls *lockedStore) lock(ctx context.Context) (context.Context, func(), error) {
+	select {
+	case ls.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.store.display, ctx.Err())
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	return ctx, func() { cancel(); <-ls.sem }, nil
 }
 
 type gitStats struct {
@@ -191,8 +215,11 @@ func (g *Git) CheckAccess(ctx context.Context, opts GitOptions) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
+	ctx, unlock, err := ls.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	ls.store.auth = opts.Auth
 	sess, ar, err := ls.store.remoteRefs(ctx)
 	if err != nil {
@@ -218,7 +245,7 @@ func (g *Git) store(url string, auth transport.AuthMethod) (*lockedStore, error)
 			return nil, err
 		}
 		s.fetches = &g.stats.fetches
-		ls = &lockedStore{store: s}
+		ls = &lockedStore{store: s, sem: make(chan struct{}, 1)}
 		g.stores[url] = ls
 	}
 	return ls, nil
@@ -240,13 +267,18 @@ type gitSink struct {
 	tmpl *template.Template
 }
 
+// groupKey says which requests may share a commit.
+func (s *gitSink) groupKey() string {
+	return s.opts.Identity + "\x00" + s.opts.Author.Name + "\x00" + s.opts.Author.Email + "\x00" + s.opts.MessageTemplate
+}
+
 func (s *gitSink) Publish(ctx context.Context, changes ...Change) (Result, error) {
 	if len(changes) == 0 {
-		return Result{}, fmt.Errorf("publish to %s: no changes", s.opts.URL)
+		return Result{}, fmt.Errorf("publish to %s: no changes", redactURL(s.opts.URL))
 	}
 	for _, c := range changes {
 		if err := c.Validate(); err != nil {
-			return Result{}, &Error{Reason: ReasonInvalid, Op: "publish to", URL: s.opts.URL, Err: err}
+			return Result{}, &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: err}
 		}
 	}
 	return s.w.enqueue(ctx, s, changes)
@@ -285,7 +317,7 @@ func (w *gitWriter) enqueue(ctx context.Context, s *gitSink, changes []Change) (
 	case <-req.done:
 		return req.res, req.err
 	case <-ctx.Done():
-		return Result{}, fmt.Errorf("publish to %s: %w", s.opts.URL, ctx.Err())
+		return Result{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), ctx.Err())
 	}
 }
 
@@ -322,15 +354,30 @@ func (w *gitWriter) loop() {
 		if len(live) == 0 {
 			continue
 		}
-		w.commitBatch(live)
+		// Only requests made with the same credentials, signer, author and
+		// message template share a commit: nobody's change is pushed or
+		// signed with another Repository's secrets.
+		var order []string
+		groups := map[string][]*request{}
+		for _, r := range live {
+			k := r.sink.groupKey()
+			if _, ok := groups[k]; !ok {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], r)
+		}
+		for _, k := range order {
+			w.commitBatch(groups[k])
+		}
 	}
 }
 
 // commitBatch publishes every request of the batch in one commit, retrying
 // on conflicts, and hands each request its result.
 func (w *gitWriter) commitBatch(batch []*request) {
-	// The newest options (auth, author, signer) win; changes keep their order
-	// and a later change of the same object replaces an earlier one.
+	// Every request of the batch has the same identity (see groupKey); the
+	// newest one's options are used. Changes keep their order and a later
+	// change of the same object replaces an earlier one.
 	s := batch[len(batch)-1].sink
 	// The batch belongs to several callers, so it runs on its own bounded
 	// context; a caller that gives up stops waiting, not the others' commit.
@@ -390,8 +437,11 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 	if err != nil {
 		return batchResult{}, err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
+	ctx, unlock, err := ls.lock(ctx)
+	if err != nil {
+		return batchResult{}, err
+	}
+	defer unlock()
 	ls.store.auth = s.opts.Auth
 	var lastErr error
 	for attempt := 0; attempt < s.opts.MaxAttempts; attempt++ {
@@ -416,7 +466,7 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 			w.git.OnConflict()
 		}
 	}
-	return batchResult{}, &Error{Reason: ReasonConflict, Op: "publish to", URL: s.opts.URL,
+	return batchResult{}, &Error{Reason: ReasonConflict, Op: "publish to", URL: redactURL(s.opts.URL),
 		Err: fmt.Errorf("branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.Branch, s.opts.MaxAttempts, errors.Unwrap(lastErr))}
 }
 
@@ -460,14 +510,19 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	objs := &overlay.ObjectStorage
 	newTree, err := graft(st, objs, oldTree, edits)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
+		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
 	}
 	changed, err := changedOwners(st, objs, oldTree, newTree, edits)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
+		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
 	}
 	res := batchResult{changed: changed, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
-	if newTree == oldTree {
+	if newTree == oldTree || (tip.IsZero() && len(changed) == 0) {
+		// Nothing to write (a delete on a branch that does not exist is no
+		// reason to create it).
+		if tip.IsZero() {
+			res.Commit, res.Revision = "", ""
+		}
 		return res, nil
 	}
 	msg, err := s.message(branch, edits, changed)
@@ -480,7 +535,7 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	}
 	commit, err := writeCommit(objs, s.opts.Author, s.opts.Signer, newTree, parents, msg)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", s.opts.URL, err)
+		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
 	}
 	pack, err := st.push(ctx, sess, ar, objs, ref, tip, commit)
 	if err != nil {
@@ -503,15 +558,15 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 // moved: retry on the new tip) or was refused (a hook, a protected branch).
 func (s *gitStore) classifyRejection(ctx context.Context, rej *pushRejectedError, ref plumbing.ReferenceName, expected plumbing.Hash) error {
 	if isConflictReason(rej.reason) {
-		return &Error{Reason: ReasonConflict, Op: "push to", URL: s.url, Err: rej}
+		return &Error{Reason: ReasonConflict, Op: "push to", URL: s.display, Err: rej}
 	}
 	if sess, ar, err := s.remoteRefs(ctx); err == nil {
 		_ = sess.Close()
 		if refHash(ar, ref) != expected {
-			return &Error{Reason: ReasonConflict, Op: "push to", URL: s.url, Err: rej}
+			return &Error{Reason: ReasonConflict, Op: "push to", URL: s.display, Err: rej}
 		}
 	}
-	return &Error{Reason: ReasonRejected, Op: "push to", URL: s.url, Err: errors.New(rej.reason),
+	return &Error{Reason: ReasonRejected, Op: "push to", URL: s.display, Err: errors.New(rej.reason),
 		Hint: "the remote refused the update of " + ref.Short() + ", for example a protected branch or a server hook; give Scribe push rights or use pullRequest mode"}
 }
 
@@ -670,7 +725,7 @@ func (s *gitSink) message(branch string, edits []pathChange, changed map[string]
 	var b strings.Builder
 	if s.tmpl != nil {
 		if err := s.tmpl.Execute(&b, info); err != nil {
-			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: s.opts.URL, Err: fmt.Errorf("commit message template: %w", err)}
+			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("commit message template: %w", err)}
 		}
 	} else {
 		defaultMessage(&b, info)
@@ -746,11 +801,13 @@ func Trailers(message string) []map[string]string {
 // shallow to hold Scribe's commit.
 const descendsDepth = 1000
 
-// Descends reports whether applied is ours, or a descendant of ours in which
-// the paths src owns are unchanged: then whatever applied holds for src is
-// what ours holds. Appliers report the revision they applied, which may be a
-// later commit of someone else; this is how Scribe knows its own commit is
-// in it. Commits the cache lacks are fetched.
+// Descends reports whether applied holds, for the paths src owns, exactly
+// what ours holds: true for ours itself and for any later commit that left
+// Scribe's paths alone (appliers report the revision they applied, which may
+// be someone else's later commit). It compares the two commits' trees at
+// those paths, so it needs no history walk and is cheap at any distance;
+// commits the cache lacks are fetched (the cache is deepened when a shallow
+// fetch cut ours off).
 func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.ObjectIdentity, ours, applied string) (bool, error) {
 	if ours == applied {
 		return true, nil
@@ -763,8 +820,11 @@ func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.Object
 	if err != nil {
 		return false, err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
+	ctx, unlock, err := ls.lock(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	st := ls.store
 	st.auth = opts.Auth
 	if !st.hasCommit(b) || !st.hasCommit(a) {
@@ -785,10 +845,6 @@ func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.Object
 		if !st.hasCommit(b) || !st.hasCommit(a) {
 			return false, nil
 		}
-	}
-	ok, err := st.isAncestor(a, b)
-	if err != nil || !ok {
-		return false, err
 	}
 	ta, err := st.rootTree(a)
 	if err != nil {

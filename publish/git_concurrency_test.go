@@ -247,3 +247,43 @@ func TestGitPublishRetriesOnTheNewTipAfterLosingARace(t *testing.T) {
 		}
 	}
 }
+
+func TestGitBatchesNeverMixWritersWithDifferentIdentities(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "shared", "main")
+	g := publish.NewGit(t.TempDir())
+	sinks := map[string]publish.Sink{
+		"team-a": newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Identity: "team-a/default", Author: publish.Signature{Name: "A", Email: "a@example.com"}}),
+		"team-b": newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Identity: "team-b/default", Author: publish.Signature{Name: "B", Email: "b@example.com"}}),
+	}
+	var wg sync.WaitGroup
+	for ns, sink := range sinks {
+		for i := range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle(ns, fmt.Sprintf("app-%d", i), "x"))); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	work := clone(t, url, "main")
+	out := publishtest.Git(t, work, "log", "--format=%ae%x00%B%x01", "--author=@example.com")
+	for _, rec := range strings.Split(out, "\x01") {
+		author, msg, ok := strings.Cut(strings.TrimSpace(rec), "\x00")
+		if !ok {
+			continue
+		}
+		want := "Workload/team-a/"
+		if author == "b@example.com" {
+			want = "Workload/team-b/"
+		}
+		for _, tr := range publish.Trailers(msg) {
+			if !strings.HasPrefix(tr[publish.TrailerObject], want) {
+				t.Errorf("a commit by %s carries %s", author, tr[publish.TrailerObject])
+			}
+		}
+	}
+}

@@ -237,6 +237,7 @@ func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
 	g := publish.NewGit(t.TempDir())
 	sink := newSink(t, g, opts)
 	b := testBundle("ns", "web", "one")
+	initial := publishtest.Git(t, "", "--git-dir", srv.BareDir("exp"), "rev-parse", "main")
 	first, err := sink.Publish(ctx, publish.ChangeFor(b))
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +257,7 @@ func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
 		{"same commit", g, first.Commit, first.Commit, true},
 		{"later foreign commit keeps our path", g, first.Commit, foreign, true},
 		{"from a fresh cache", fresh, first.Commit, foreign, true},
-		{"older commit is not a descendant", g, foreign, first.Commit, false},
+		{"an applied commit without our paths does not carry ours", g, first.Commit, initial, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.g.Descends(ctx, opts, b.Source, tc.ours, tc.applied)
@@ -271,5 +272,38 @@ func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
 	}
 	if ok, err := g.Descends(ctx, opts, b.Source, first.Commit, second.Commit); err != nil || ok {
 		t.Fatalf("a commit that changed our path counts as carrying the old one: %v, %v", ok, err)
+	}
+}
+
+func TestGitDeleteOnAMissingBranchCreatesNothing(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	g := publish.NewGit(t.TempDir())
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "never"})
+	b := testBundle("ns", "a", "x")
+	res, err := sink.Publish(context.Background(), publish.DeleteFor(b.Source, 1))
+	if err != nil || res.Changed {
+		t.Fatalf("delete on a missing branch = %+v, %v", res, err)
+	}
+	if out, _ := publishtest.RunGit("", "--git-dir", srv.BareDir("exp"), "rev-parse", "--verify", "--quiet", "refs/heads/never"); out != "" {
+		t.Fatalf("the delete created branch never at %s", out)
+	}
+}
+
+func TestGitPublishNeverReplacesSomeoneElsesFileWithADirectory(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	if _, err := srv.CommitOnServer("exp", "main", "tools", "a file named like a namespace\n"); err != nil {
+		t.Fatal(err)
+	}
+	g := publish.NewGit(t.TempDir())
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main"})
+	_, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("tools", "a", "x")))
+	if err == nil || !strings.Contains(err.Error(), `"tools" is a file of someone else`) {
+		t.Fatalf("err = %v", err)
+	}
+	work := clone(t, url, "main")
+	if data := readFile(t, filepath.Join(work, "tools")); data != "a file named like a namespace\n" {
+		t.Fatalf("the file was changed: %q", data)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,12 +33,14 @@ import (
 // objects it created. Objects of an attempt live in memory until the push is
 // accepted, so a failed attempt leaves the cache as it was.
 type gitStore struct {
-	dir  string
-	url  string
-	auth transport.AuthMethod
-	repo *git.Repository
-	ep   *transport.Endpoint
-	tr   transport.Transport
+	dir string
+	url string
+	// display is url without credentials, for messages.
+	display string
+	auth    transport.AuthMethod
+	repo    *git.Repository
+	ep      *transport.Endpoint
+	tr      transport.Transport
 	// fetches counts fetches, for GitStats.
 	fetches *atomic.Int64
 	// loose counts objects written loose since the cache was opened.
@@ -89,7 +92,7 @@ func openGitStore(dir, url string, auth transport.AuthMethod) (*gitStore, error)
 			return nil, fmt.Errorf("git cache %s: add remote: %w", dir, err)
 		}
 	}
-	return &gitStore{dir: dir, url: url, auth: auth, repo: repo, ep: ep, tr: tr}, nil
+	return &gitStore{dir: dir, url: url, display: redactURL(url), auth: auth, repo: repo, ep: ep, tr: tr}, nil
 }
 
 // resetGitStore replaces dir with an empty bare repository.
@@ -110,17 +113,27 @@ func resetGitStore(dir, url string) (*git.Repository, error) {
 	return repo, nil
 }
 
+// redactURL drops a password or token from a URL's user info, so messages,
+// conditions and logs never carry it.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
 // remoteRefs asks the remote for its refs through a receive-pack session,
 // which is also the session a push uses; it is one HTTP round trip.
 func (s *gitStore) remoteRefs(ctx context.Context) (transport.ReceivePackSession, *packp.AdvRefs, error) {
 	sess, err := s.tr.NewReceivePackSession(s.ep, s.auth)
 	if err != nil {
-		return nil, nil, classifyGitError("connect to", s.url, err)
+		return nil, nil, classifyGitError("connect to", s.display, err)
 	}
 	ar, err := sess.AdvertisedReferencesContext(ctx)
 	if err != nil {
 		_ = sess.Close()
-		return nil, nil, classifyGitError("list refs of", s.url, err)
+		return nil, nil, classifyGitError("list refs of", s.display, err)
 	}
 	return sess, ar, nil
 }
@@ -181,17 +194,22 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (m
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, classifyGitError("fetch from", s.url, err)
+		return nil, classifyGitError("fetch from", s.display, err)
+	}
+	fetched := map[string]bool{}
+	for _, sp := range specs {
+		b := strings.TrimPrefix(strings.SplitN(string(sp), ":", 2)[0], "+refs/heads/")
+		fetched[b] = true
 	}
 	for branch, h := range want {
-		if h.IsZero() {
+		if h.IsZero() || !fetched[branch] {
 			continue
 		}
 		if ref, err := s.repo.Storer.Reference(plumbing.NewRemoteReferenceName(remoteName, branch)); err == nil && s.hasCommit(ref.Hash()) {
 			tips[branch] = ref.Hash()
 		}
 		if !s.hasCommit(tips[branch]) {
-			return nil, fmt.Errorf("fetch from %s: branch %s at %s is not in the fetched objects", s.url, branch, tips[branch])
+			return nil, fmt.Errorf("fetch from %s: branch %s at %s is not in the fetched objects", s.display, branch, tips[branch])
 		}
 	}
 	return tips, nil
@@ -212,7 +230,7 @@ func (s *gitStore) deepen(ctx context.Context, branch string, depth int) error {
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return classifyGitError("fetch from", s.url, err)
+		return classifyGitError("fetch from", s.display, err)
 	}
 	return nil
 }
@@ -271,14 +289,14 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 			if m := strings.TrimSpace(remoteMsg.String()); m != "" {
 				reason += ": " + strings.Join(strings.Fields(m), " ")
 			}
-			return nil, &pushRejectedError{url: s.url, ref: ref.Short(), reason: reason}
+			return nil, &pushRejectedError{url: s.display, ref: ref.Short(), reason: reason}
 		}
 	}
 	if err != nil {
-		return nil, classifyGitError("push to", s.url, err)
+		return nil, classifyGitError("push to", s.display, err)
 	}
 	if encErr != nil {
-		return nil, fmt.Errorf("push to %s: encode pack: %w", s.url, encErr)
+		return nil, fmt.Errorf("push to %s: encode pack: %w", s.display, encErr)
 	}
 	return pack.Bytes(), nil
 }
@@ -373,8 +391,14 @@ func (e *treeEdit) apply(src storer.EncodedObjectStorer, overlay *memory.ObjectS
 	}
 	for name, sub := range e.dirs {
 		var prev plumbing.Hash
-		if te, ok := entries[name]; ok && te.Mode == filemode.Dir {
-			prev = te.Hash
+		if te, ok := entries[name]; ok {
+			if te.Mode != filemode.Dir && !e.remove[name] {
+				return plumbing.ZeroHash, false, &Error{Reason: ReasonInvalid, Op: "write", URL: name,
+					Err: fmt.Errorf("%q is a file of someone else where Scribe needs a directory; Scribe does not replace it", name)}
+			}
+			if te.Mode == filemode.Dir {
+				prev = te.Hash
+			}
 		}
 		nh, subEmpty, err := sub.apply(src, overlay, prev)
 		if err != nil {
@@ -401,8 +425,8 @@ func (e *treeEdit) apply(src storer.EncodedObjectStorer, overlay *memory.ObjectS
 	if err := t.Encode(o); err != nil {
 		return plumbing.ZeroHash, false, fmt.Errorf("encode tree: %w", err)
 	}
-	if _, err := src.EncodedObject(plumbing.TreeObject, o.Hash()); err == nil {
-		return o.Hash(), false, nil // already known, nothing to send
+	if o.Hash() == old {
+		return old, false, nil // unchanged: the remote has it under its tip
 	}
 	nh, err := overlay.SetEncodedObject(o)
 	return nh, false, err

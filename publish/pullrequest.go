@@ -67,10 +67,10 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 	}
 	s := sink.(*gitSink)
 	if err := change.Validate(); err != nil {
-		return Proposal{}, &Error{Reason: ReasonInvalid, Op: "propose to", URL: opts.URL, Err: err}
+		return Proposal{}, &Error{Reason: ReasonInvalid, Op: "propose to", URL: redactURL(opts.URL), Err: err}
 	}
 	if pr.Forge == nil {
-		return Proposal{}, fmt.Errorf("propose to %s: no forge client", opts.URL)
+		return Proposal{}, fmt.Errorf("propose to %s: no forge client", redactURL(opts.URL))
 	}
 	base := pr.Base
 	if base == "" {
@@ -83,8 +83,11 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 	}
 
 	prop, title, body, err := func() (Proposal, string, string, error) {
-		ls.mu.Lock()
-		defer ls.mu.Unlock()
+		ctx, unlock, err := ls.lock(ctx)
+		if err != nil {
+			return Proposal{}, "", "", err
+		}
+		defer unlock()
 		st := ls.store
 		st.auth = s.opts.Auth
 		sess, ar, err := st.remoteRefs(ctx)
@@ -94,7 +97,7 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 		defer func() { _ = sess.Close() }()
 		baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
 		if baseTip.IsZero() {
-			return Proposal{}, "", "", &Error{Reason: ReasonNotFound, Op: "propose to", URL: s.opts.URL, Err: fmt.Errorf("base branch %q does not exist", base)}
+			return Proposal{}, "", "", &Error{Reason: ReasonNotFound, Op: "propose to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("base branch %q does not exist", base)}
 		}
 		headRef := plumbing.NewBranchReferenceName(branch)
 		headTip := refHash(ar, headRef)
@@ -111,7 +114,7 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 		}
 		newTree, err := graft(st, objs, baseTree, edits)
 		if err != nil {
-			return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", s.opts.URL, err)
+			return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)
 		}
 		prop := Proposal{Branch: branch}
 		changed, err := changedOwners(st, objs, baseTree, newTree, edits)
@@ -136,12 +139,12 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 		if !headTip.IsZero() {
 			hc, err := object.GetCommit(st.repo.Storer, tips[branch])
 			if err != nil {
-				return Proposal{}, "", "", fmt.Errorf("propose to %s: read %s: %w", s.opts.URL, branch, err)
+				return Proposal{}, "", "", fmt.Errorf("propose to %s: read %s: %w", redactURL(s.opts.URL), branch, err)
 			}
 			// The lease: Scribe replaces only its own commit. A commit someone
 			// else pushed onto the branch is kept, and the proposal stops.
 			if !wroteFor(hc.Message, change.Source) {
-				return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: s.opts.URL,
+				return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: redactURL(s.opts.URL),
 					Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
 					Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
 			}
@@ -229,8 +232,11 @@ func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullReques
 	if err != nil {
 		return prop, err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
+	ctx, unlock, err := ls.lock(ctx)
+	if err != nil {
+		return prop, err
+	}
+	defer unlock()
 	st := ls.store
 	st.auth = s.opts.Auth
 	sess, ar, err := st.remoteRefs(ctx)
@@ -288,28 +294,30 @@ func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullReques
 	return prop, nil
 }
 
-// firstDescendantOnFirstParent walks base's first-parent chain and returns
-// the oldest commit whose history contains head: the merge (or the
-// fast-forwarded head itself).
+// firstDescendantOnFirstParent returns the oldest commit on base's
+// first-parent chain whose history contains head: the merge commit (or head
+// itself after a fast-forward). The commits that contain head form a prefix
+// of the chain, so a binary search needs only O(log n) history walks.
 func firstDescendantOnFirstParent(st *gitStore, baseTip, head plumbing.Hash) string {
-	cur := baseTip
-	found := baseTip
-	for i := 0; i < 10000; i++ {
-		if cur == head {
-			return cur.String()
-		}
+	chain := []plumbing.Hash{baseTip}
+	for cur := baseTip; len(chain) < 10000 && cur != head; {
 		c, err := object.GetCommit(st.repo.Storer, cur)
 		if err != nil || len(c.ParentHashes) == 0 {
 			break
 		}
-		ok, err := st.isAncestor(head, c.ParentHashes[0])
-		if err != nil || !ok {
-			return cur.String()
-		}
-		found = c.ParentHashes[0]
-		cur = found
+		cur = c.ParentHashes[0]
+		chain = append(chain, cur)
 	}
-	return found.String()
+	lo, hi := 0, len(chain)-1 // chain[lo] contains head; find the last index that does
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if ok, err := st.isAncestor(head, chain[mid]); err == nil && ok {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return chain[lo].String()
 }
 
 // diffSummary lists the files below dir (and dir.sync.yaml) that differ
