@@ -153,7 +153,7 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 	switch {
 	case repo.Spec.Git != nil:
 		g := repo.Spec.Git
-		opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate,
+		opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, SyncIndex: true,
 			Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
 		if opts.Branch == "" {
 			opts.Branch = "main"

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
@@ -49,6 +51,10 @@ type GitOptions struct {
 	// Backoff is the base of the jittered exponential wait between tries
 	// (default 50ms, capped at 2s).
 	Backoff time.Duration
+	// SyncIndex makes Scribe keep <Path>/kustomization.yaml listing every
+	// object's .sync.yaml (see SyncIndexFile): the one file a root applier
+	// object points at.
+	SyncIndex bool
 	// Identity names the credentials and signing key the options carry
 	// (for example the Repository and its Secrets' resource versions).
 	// Concurrent changes are batched into one commit only with others of
@@ -508,7 +514,7 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	}
 	overlay := memory.NewStorage()
 	objs := &overlay.ObjectStorage
-	newTree, err := graft(st, objs, oldTree, edits)
+	newTree, err := graft(st, objs, oldTree, edits, s.opts.SyncIndex)
 	if err != nil {
 		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
 	}
@@ -571,7 +577,7 @@ func (s *gitStore) classifyRejection(ctx context.Context, rej *pushRejectedError
 }
 
 // graft applies edits to the tree oldTree and returns the new root tree.
-func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edits []pathChange) (plumbing.Hash, error) {
+func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edits []pathChange, index bool) (plumbing.Hash, error) {
 	root := newTreeEdit()
 	for _, pc := range edits {
 		dir := pc.dir()
@@ -605,6 +611,11 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
+	if index && !empty {
+		if h, empty, err = writeSyncIndex(src, objs, h, edits); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	}
 	if !empty {
 		if err := prune(objs, h); err != nil {
 			return plumbing.ZeroHash, err
@@ -620,6 +631,82 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 		return objs.SetEncodedObject(o)
 	}
 	return h, nil
+}
+
+// SyncIndexFile is the index Scribe keeps at the repository path when
+// GitOptions.SyncIndex is set: a kustomization listing every
+// <namespace>/<kind>/<name>.sync.yaml below it, so one root Flux
+// Kustomization (or Argo CD Application) at the path applies exactly the
+// per-object sync objects, and each of those applies its own directory.
+const SyncIndexFile = "kustomization.yaml"
+
+// writeSyncIndex rewrites the index of every repository path the edits touch.
+func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing.Hash, edits []pathChange) (plumbing.Hash, bool, error) {
+	idx := newTreeEdit()
+	seen := map[string]bool{}
+	cache := map[plumbing.Hash]*object.Tree{}
+	for _, pc := range edits {
+		p := strings.TrimPrefix(path.Clean(pc.RepoPath), ".")
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		files, err := syncFiles(src, cache, tree, p)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		d := idx.dir(p)
+		if len(files) == 0 {
+			d.remove[SyncIndexFile] = true
+			continue
+		}
+		var b strings.Builder
+		b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
+		for _, f := range files {
+			b.WriteString("- " + f + "\n")
+		}
+		blob, err := putBlob(objs, []byte(b.String()))
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		d.files[SyncIndexFile] = blob
+	}
+	return idx.apply(src, objs, tree)
+}
+
+// syncFiles lists <ns>/<kind>/<name>.sync.yaml below dir, sorted.
+func syncFiles(src layeredStorer, cache map[plumbing.Hash]*object.Tree, root plumbing.Hash, dir string) ([]string, error) {
+	h := root
+	if dir != "" {
+		var err error
+		if h, err = lookupPath(src, cache, root, dir); err != nil || h.IsZero() {
+			return nil, err
+		}
+	}
+	var out []string
+	var walk func(h plumbing.Hash, prefix string, depth int) error
+	walk = func(h plumbing.Hash, prefix string, depth int) error {
+		t, err := object.GetTree(src, h)
+		if err != nil {
+			return fmt.Errorf("read tree %s: %w", h, err)
+		}
+		for _, e := range t.Entries {
+			switch {
+			case depth < 2 && e.Mode == filemode.Dir:
+				if err := walk(e.Hash, prefix+e.Name+"/", depth+1); err != nil {
+					return err
+				}
+			case depth == 2 && e.Mode != filemode.Dir && strings.HasSuffix(e.Name, ".sync.yaml"):
+				out = append(out, prefix+e.Name)
+			}
+		}
+		return nil
+	}
+	if err := walk(h, "", 0); err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // changedOwners reports, per change key, whether its owned paths differ

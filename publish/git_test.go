@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/publish"
 	"github.com/scribe-gitops/scribe/publish/publishtest"
@@ -305,5 +308,48 @@ func TestGitPublishNeverReplacesSomeoneElsesFileWithADirectory(t *testing.T) {
 	work := clone(t, url, "main")
 	if data := readFile(t, filepath.Join(work, "tools")); data != "a file named like a namespace\n" {
 		t.Fatalf("the file was changed: %q", data)
+	}
+}
+
+func TestGitSyncIndexListsExactlyTheSyncFiles(t *testing.T) {
+	ctx := context.Background()
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	g := publish.NewGit(t.TempDir())
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "clusters/dev", SyncIndex: true})
+	a, b := testBundle("team-a", "web", "x"), testBundle("team-b", "api", "x")
+	if _, err := sink.Publish(ctx, publish.ChangeFor(a), publish.ChangeFor(b)); err != nil {
+		t.Fatal(err)
+	}
+	work := clone(t, url, "main")
+	want := "resources:\n- team-a/workload/web.sync.yaml\n- team-b/workload/api.sync.yaml\n"
+	if got := readFile(t, filepath.Join(work, "clusters/dev/kustomization.yaml")); !strings.HasSuffix(got, want) {
+		t.Fatalf("index = %q, want it to end with %q", got, want)
+	}
+	// kustomize applies exactly the two sync objects from the index.
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(work, "clusters/dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range res.Resources() {
+		names = append(names, r.GetKind()+"/"+r.GetName())
+	}
+	if fmt.Sprint(names) != "[Kustomization/web Kustomization/api]" {
+		t.Fatalf("the index applies %v", names)
+	}
+	if _, err := sink.Publish(ctx, publish.DeleteFor(a.Source, 2)); err != nil {
+		t.Fatal(err)
+	}
+	work = clone(t, url, "main")
+	if got := readFile(t, filepath.Join(work, "clusters/dev/kustomization.yaml")); !strings.HasSuffix(got, "resources:\n- team-b/workload/api.sync.yaml\n") {
+		t.Fatalf("index after delete = %q", got)
+	}
+	if _, err := sink.Publish(ctx, publish.DeleteFor(b.Source, 2)); err != nil {
+		t.Fatal(err)
+	}
+	work = clone(t, url, "main")
+	if _, err := os.Stat(filepath.Join(work, "clusters/dev/kustomization.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("an empty index was kept: %v", err)
 	}
 }

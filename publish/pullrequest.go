@@ -112,7 +112,7 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 		if err != nil {
 			return Proposal{}, "", "", err
 		}
-		newTree, err := graft(st, objs, baseTree, edits)
+		newTree, err := graft(st, objs, baseTree, edits, s.opts.SyncIndex)
 		if err != nil {
 			return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)
 		}

@@ -272,7 +272,7 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 				return publishTarget{}, err
 			}
 		}
-		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate}
+		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, SyncIndex: true}
 		if p.authorName != "" {
 			opts.Author = publish.Signature{Name: p.authorName, Email: p.authorEmail}
 		}

@@ -114,8 +114,12 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 			t.Errorf("%s: the clone differs from scribe render's output", p)
 		}
 	}
-	if len(got) != len(want) {
-		t.Errorf("the clone has %d files under clusters/dev, scribe render wrote %d", len(got), len(want))
+	// Plus the sync index a root applier object points at.
+	if idx := string(got["kustomization.yaml"]); strings.Count(idx, ".sync.yaml\n") != 7 {
+		t.Errorf("the sync index does not list the 7 sync files:\n%s", idx)
+	}
+	if len(got) != len(want)+1 {
+		t.Errorf("the clone has %d files under clusters/dev, scribe render wrote %d plus the index", len(got), len(want))
 	}
 
 	if got := publishtest.Git(t, clone, "log", "-1", "--format=%an <%ae> %s"); got != "CI Bot <ci@example.com> ci: publish 7 objects to clusters/dev" {
