@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
+)
+
+func skipWithoutLoop(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SCRIBE_E2E") == "" {
+		t.Skip("set SCRIBE_E2E=1 (make test-e2e) to run the real loop")
+	}
+}
+
+// startScribe runs the Scribe controller against the stack until the test
+// ends.
+func startScribe(t *testing.T, s *Stack) {
+	t.Helper()
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile(t, s, "scribe"))))
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.Setup(mgr, controller.Options{DataDir: t.TempDir(), Poll: time.Second, Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("scribe: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func logFile(t *testing.T, s *Stack, name string) *os.File {
+	f, err := os.Create(s.Dir + "/" + name + ".log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// poll waits for cond (bounded), printing the last state on timeout.
+func poll(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if state != last {
+			t.Logf("waiting for %s: %s", what, state)
+		}
+		last = state
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
+}
+
+func describe(w *scribev1.Workload) string {
+	ready := ""
+	for _, c := range w.Status.Conditions {
+		if c.Type == scribev1.ReadyCondition {
+			ready = fmt.Sprintf("%s/%s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return fmt.Sprintf("phase=%s stable=%s canary=%s step=%d traffic=%v revision=%.12s ready=%s", w.Status.Phase, w.Status.StableVersion, w.Status.CanaryVersion, w.Status.Step, w.Status.Traffic, w.Status.Revision, ready)
+}
+
+// routeWeights reads the HTTPRoute the applier applied: "web-v1=90,web-v2=10".
+func routeWeights(ctx context.Context, s *Stack, ns, name string) string {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("gateway.networking.k8s.io/v1")
+	u.SetKind("HTTPRoute")
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	var parts []string
+	for _, r := range rules {
+		refs, _, _ := unstructured.NestedSlice(r.(map[string]any), "backendRefs")
+		for _, b := range refs {
+			m := b.(map[string]any)
+			parts = append(parts, fmt.Sprintf("%v=%v", m["name"], m["weight"]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
+	skipWithoutLoop(t)
+	s := Start(t)
+	ctx := context.Background()
+	ns := "demo"
+	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	repo := &scribev1.Repository{
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
+		Spec: scribev1.RepositorySpec{
+			Git:     &scribev1.GitRepositorySpec{URL: s.RepoURL, Branch: "main", Path: SyncPath},
+			Applier: scribev1.ApplierSpec{Kind: "Flux", Namespace: "flux-system", Name: "scribe"},
+		},
+	}
+	if err := s.Client.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	startScribe(t, s)
+
+	w := &scribev1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: scribev1.WorkloadSpec{
+			Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:1"}},
+			Service:  scribev1.ServiceSpec{Ports: []scribev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
+			Traffic:  &scribev1.Traffic{ParentRefs: []scribev1.ParentReference{{Name: "public", Namespace: "gateway-system"}}, Hostnames: []string{"web.example.com"}},
+			Rollout:  &scribev1.Rollout{Strategy: "canary", Steps: []scribev1.RolloutStep{{Weight: 10}, {Weight: 50}, {Weight: 100}}},
+		},
+	}
+	if err := s.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *scribev1.Workload {
+		got := &scribev1.Workload{}
+		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
+		return got
+	}
+	poll(t, 40*time.Second, "v1 applied by Flux and healthy", func() (bool, string) {
+		got := get()
+		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got) + "\n--- source-controller:\n" + s.Logs("source-controller", 6)
+	})
+	if r := routeWeights(ctx, s, ns, "web"); r != "web-v1=100" {
+		t.Fatalf("applied HTTPRoute routes %q", r)
+	}
+
+	got := get()
+	got.Spec.Versions = append(got.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
+	if err := s.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"web-v1=90,web-v2=10", "web-v1=50,web-v2=50", "web-v1=0,web-v2=100"} {
+		poll(t, 3*time.Minute, fmt.Sprintf("step %d applied in the cluster", i+1), func() (bool, string) {
+			r := routeWeights(ctx, s, ns, "web")
+			return r == want, "route " + r + "; " + describe(get())
+		})
+	}
+	poll(t, 3*time.Minute, "v2 promoted and healthy", func() (bool, string) {
+		got := get()
+		return got.Status.StableVersion == "v2" && got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
+	})
+}

@@ -1,0 +1,325 @@
+// Package e2e runs Scribe's real loop on one machine: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok (so Deployments get pods
+// that run and become Available), the real Flux source-controller and
+// kustomize-controller, a git smart-HTTP server, and the Scribe controller.
+// Everything listens on 127.0.0.1 and is built from the Go module proxy into
+// a cache outside the repository (hack/build-control-plane.sh,
+// hack/build-loop.sh).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/publish/publishtest"
+)
+
+// Stack is a running loop.
+type Stack struct {
+	Config     *rest.Config
+	Client     client.Client
+	Kubeconfig string
+	Git        *publishtest.GitServer
+	RepoURL    string
+	// Dir holds logs and state.
+	Dir string
+
+	env   *envtest.Environment
+	procs []*exec.Cmd
+	logf  func(format string, args ...any)
+}
+
+// RepoName is the experiments repository on the git server.
+const RepoName = "acme/experiments"
+
+// SyncPath is where Scribe writes in the repository.
+const SyncPath = "clusters/dev"
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// buildDir runs a build script and returns the binaries directory it prints.
+func buildDir(logf func(string, ...any), script string, args ...string) (string, error) {
+	logf("building or finding cached binaries: %s %s", script, strings.Join(args, " "))
+	cmd := exec.Command(filepath.Join(repoRoot(), "hack", script), args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr // progress: which binary is building
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s: %w", script, err)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+func freePort() (string, error) {
+	a, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	_, p, _ := net.SplitHostPort(a)
+	return p, nil
+}
+
+// Start boots the stack; t.Cleanup stops it.
+func Start(t testing.TB) *Stack {
+	t.Helper()
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf}
+	t.Cleanup(s.stop)
+	if err := s.start(t); err != nil {
+		t.Fatalf("start the loop: %v", err)
+	}
+	return s
+}
+
+func (s *Stack) start(t testing.TB) error {
+	start := time.Now()
+	cp, err := buildDir(s.logf, "build-control-plane.sh", "kube-controller-manager", "kube-scheduler")
+	if err != nil {
+		return err
+	}
+	loop, err := buildDir(s.logf, "build-loop.sh")
+	if err != nil {
+		return err
+	}
+	shared := os.Getenv("SCRIBE_SHARED_CRDS")
+	if shared == "" {
+		shared = filepath.Join(repoRoot(), "..", "shared", "crds")
+		if _, err := os.Stat(shared); err != nil {
+			shared = "/work/shared/crds"
+		}
+	}
+	s.env = &envtest.Environment{
+		BinaryAssetsDirectory: cp,
+		CRDDirectoryPaths: []string{
+			filepath.Join(repoRoot(), "config", "crd", "bases"),
+			filepath.Join(loop, "crds"),
+			filepath.Join(shared, "gateway-api"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	s.logf("starting etcd and kube-apiserver")
+	cfg, err := s.env.Start()
+	if err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	user, err := s.env.AddUser(envtest.User{Name: "loop-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	s.Kubeconfig = filepath.Join(s.Dir, "kubeconfig")
+	if err := os.WriteFile(s.Kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	s.Config = cfg
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		return err
+	}
+	if s.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+
+	certDir := s.env.ControlPlane.APIServer.CertDir
+	kcmPort, _ := freePort()
+	schedPort, _ := freePort()
+	kwokAddr, _ := freeAddr()
+	if err := s.run("kube-controller-manager", filepath.Join(cp, "kube-controller-manager"), nil,
+		"--kubeconfig="+s.Kubeconfig, "--authentication-kubeconfig="+s.Kubeconfig, "--authorization-kubeconfig="+s.Kubeconfig,
+		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
+		"--leader-elect=false", "--controllers=*", "--bind-address=127.0.0.1", "--secure-port="+kcmPort,
+		"--use-service-account-credentials=false"); err != nil {
+		return err
+	}
+	if err := s.run("kube-scheduler", filepath.Join(cp, "kube-scheduler"), nil,
+		"--kubeconfig="+s.Kubeconfig, "--authentication-kubeconfig="+s.Kubeconfig, "--authorization-kubeconfig="+s.Kubeconfig,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+schedPort); err != nil {
+		return err
+	}
+	stages, _ := filepath.Glob(filepath.Join(loop, "kwok-stages", "*.yaml"))
+	kwokArgs := []string{"--kubeconfig=" + s.Kubeconfig, "--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=" + kwokAddr,
+		"--cidr=10.0.0.1/24", "--node-ip=127.0.0.1"}
+	for _, st := range stages {
+		kwokArgs = append(kwokArgs, "--config="+st)
+	}
+	if err := s.run("kwok", filepath.Join(loop, "kwok"), nil, kwokArgs...); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for _, ns := range []string{"flux-system", "gateway-system"} {
+		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	if err := s.createNode(ctx); err != nil {
+		return err
+	}
+	fluxEnv := []string{"KUBECONFIG=" + s.Kubeconfig, "RUNTIME_NAMESPACE=flux-system"}
+	storage, _ := freeAddr()
+	if err := os.MkdirAll(filepath.Join(s.Dir, "storage"), 0o755); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"source-controller", []string{"--storage-addr=" + storage, "--storage-adv-addr=" + storage, "--storage-path=" + filepath.Join(s.Dir, "storage")}},
+		{"kustomize-controller", nil},
+	} {
+		m, _ := freeAddr()
+		h, _ := freeAddr()
+		args := append([]string{"--metrics-addr=" + m, "--health-addr=" + h, "--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=info"}, c.args...)
+		if err := s.run(c.name, filepath.Join(loop, c.name), fluxEnv, args...); err != nil {
+			return err
+		}
+	}
+
+	s.Git = publishtest.NewGitServer(t)
+	s.RepoURL = s.Git.InitRepo(t, RepoName, "main")
+	if err := s.createFluxSync(ctx); err != nil {
+		return err
+	}
+	s.logf("the loop is up in %s; kubeconfig %s", time.Since(start).Round(time.Millisecond), s.Kubeconfig)
+	return nil
+}
+
+// run starts a process in its own process group, logging to Dir/<name>.log.
+func (s *Stack) run(name, bin string, env []string, args ...string) error {
+	s.logf("starting %s", name)
+	logFile, err := os.Create(filepath.Join(s.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	s.procs = append(s.procs, cmd)
+	return nil
+}
+
+// Logs returns the tail of a process's log, for failure messages.
+func (s *Stack) Logs(name string, lines int) string {
+	f, err := os.Open(filepath.Join(s.Dir, name+".log"))
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = f.Close() }()
+	b, _ := io.ReadAll(f)
+	all := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func (s *Stack) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		if p.Process != nil {
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+		}
+	}
+	for _, p := range s.procs {
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	if s.env != nil {
+		_ = s.env.Stop()
+	}
+}
+
+// createNode registers the fake node kwok manages.
+func (s *Stack) createNode(ctx context.Context) error {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "kwok-node-0",
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"kubernetes.io/hostname": "kwok-node-0", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"},
+		},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("500")},
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("500")},
+		},
+	}
+	if err := s.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create node: %w", err)
+	}
+	return nil
+}
+
+// createFluxSync makes the GitRepository "scribe" and the root
+// Kustomization that applies Scribe's sync index at SyncPath.
+func (s *Stack) createFluxSync(ctx context.Context) error {
+	gr := &sourcev1.GitRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "scribe", Namespace: "flux-system"},
+		Spec: sourcev1.GitRepositorySpec{
+			URL:       s.RepoURL,
+			Interval:  metav1.Duration{Duration: time.Minute},
+			Reference: &sourcev1.GitRepositoryRef{Branch: "main"},
+		},
+	}
+	if err := s.Client.Create(ctx, gr); err != nil {
+		return fmt.Errorf("create GitRepository: %w", err)
+	}
+	root := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Name: "scribe-root", Namespace: "flux-system"},
+		Spec: kustomizev1.KustomizationSpec{
+			Interval:  metav1.Duration{Duration: time.Minute},
+			Path:      "./" + SyncPath,
+			Prune:     true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "scribe"},
+		},
+	}
+	if err := s.Client.Create(ctx, root); err != nil {
+		return fmt.Errorf("create root Kustomization: %w", err)
+	}
+	return nil
+}
