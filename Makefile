@@ -21,20 +21,22 @@ all: build
 ##@ Main commands
 
 .PHONY: demo
-demo: build ## Render every fixture offline into a temporary directory (the full local loop arrives with the dev stack).
-	@echo "make demo: offline render of fixtures/ (no cluster needed); the live Flux loop is not built yet"
-	@out=$$(mktemp -d); \
-	for f in fixtures/valid/*.yaml; do \
-	  name=$$(basename $$f .yaml); \
-	  ./bin/scribe render -f $$f -o $$out/$$name >/dev/null && echo "  rendered $$f -> $$out/$$name"; \
-	done; \
-	echo "tree of the seed Experiment (gateway-tutorial):"; \
-	(cd $$out/gateway-tutorial && find . -type f | sort | sed 's/^/    /'); \
-	rm -rf $$out
+demo: ## Boot the local loop (control plane, kwok, Flux, git server, Scribe), walk a canary and an Experiment, print a summary, stop.
+	@echo "make demo: the first run builds kube-controller-manager, kube-scheduler, kwok and the Flux controllers (cached afterwards)"
+	SCRIBE_E2E=1 SCRIBE_DEMO=1 go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
 
 .PHONY: test
-test: envtest-assets ## Run every test: unit, golden, kustomize build and server-side dry-run against a real kube-apiserver.
-	KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) ./...
+test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
+	SCRIBE_E2E=1 KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m ./...
+
+.PHONY: test-e2e
+test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.
+	SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -v -timeout 60m ./test/e2e/
+
+.PHONY: loop-assets
+loop-assets: ## Build (or find cached) kube-controller-manager, kube-scheduler, kwok and the Flux controllers.
+	hack/build-control-plane.sh kube-controller-manager kube-scheduler >/dev/null
+	hack/build-loop.sh >/dev/null
 
 ##@ Development
 

@@ -112,11 +112,12 @@ func routeWeights(ctx context.Context, s *Stack, ns, name string) string {
 	return strings.Join(parts, ",")
 }
 
-func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
+// newLoop boots the stack, a namespace with its Repository, and Scribe.
+func newLoop(t *testing.T, ns string) *Stack {
+	t.Helper()
 	skipWithoutLoop(t)
 	s := Start(t)
 	ctx := context.Background()
-	ns := "demo"
 	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +132,12 @@ func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
 		t.Fatal(err)
 	}
 	startScribe(t, s)
+	return s
+}
 
-	w := &scribev1.Workload{
+// canaryWorkload is the demo service: one version, a 10/50/100 canary.
+func canaryWorkload(ns string) *scribev1.Workload {
+	return &scribev1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 		Spec: scribev1.WorkloadSpec{
 			Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:1"}},
@@ -141,6 +146,20 @@ func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
 			Rollout:  &scribev1.Rollout{Strategy: "canary", Steps: []scribev1.RolloutStep{{Weight: 10}, {Weight: 50}, {Weight: 100}}},
 		},
 	}
+}
+
+func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
+	ns := "demo"
+	s := newLoop(t, ns)
+	walkCanary(t, s, canaryWorkload(ns))
+}
+
+// walkCanary creates w, waits for v1, adds v2 and follows the canary in the
+// applied HTTPRoute until v2 is stable.
+func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload) {
+	t.Helper()
+	ctx := context.Background()
+	ns := w.Namespace
 	if err := s.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +168,7 @@ func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
 		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
 		return got
 	}
-	poll(t, 40*time.Second, "v1 applied by Flux and healthy", func() (bool, string) {
+	poll(t, 3*time.Minute, "v1 applied by Flux and healthy", func() (bool, string) {
 		got := get()
 		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got) + "\n--- source-controller:\n" + s.Logs("source-controller", 6)
 	})
