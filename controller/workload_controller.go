@@ -222,8 +222,18 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if verdict.State == health.Healthy {
+	applied := verdict.State == health.Healthy
+	if applied {
 		verdict = health.Aggregate(verdict, r.deployments(ctx, w, bundle))
+	}
+	if applied && verdict.State == health.Pending && st.CanaryVersion != "" && st.StableVersion != "" {
+		// The applier applied the step but the new version is not healthy
+		// (yet): the analysis runs anyway, so a version that never becomes
+		// available fails its checks and is rolled back after threshold
+		// rounds instead of holding the rollout forever.
+		if res, done, err := r.analyse(ctx, w, patcher, t); done || err != nil {
+			return res, err
+		}
 	}
 	switch verdict.State {
 	case health.Failed:

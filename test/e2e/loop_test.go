@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -191,4 +193,56 @@ func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload) {
 		got := get()
 		return got.Status.StableVersion == "v2" && got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
 	})
+}
+
+func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollback(t *testing.T) {
+	ns := "rollback"
+	s := newLoop(t, ns)
+	ctx := context.Background()
+	w := canaryWorkload(ns)
+	w.Spec.Rollout.Analysis = &scribev1.Analysis{
+		Interval: &metav1.Duration{Duration: time.Second}, Threshold: 3,
+		Checks: []scribev1.Check{{Name: "available", Type: "availability"}},
+	}
+	if err := s.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *scribev1.Workload {
+		got := &scribev1.Workload{}
+		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
+		return got
+	}
+	poll(t, 3*time.Minute, "v1 healthy", func() (bool, string) {
+		got := get()
+		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
+	})
+	// v2 asks for more CPU than the node has: its pods never schedule.
+	got := get()
+	v2 := scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"}
+	v2.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}
+	got.Spec.Versions = append(got.Spec.Versions, v2)
+	if err := s.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Minute, "step 1 applied by Flux", func() (bool, string) {
+		r := routeWeights(ctx, s, ns, "web")
+		return r == "web-v1=90,web-v2=10", "route " + r + "; " + describe(get())
+	})
+	poll(t, 3*time.Minute, "the rollback", func() (bool, string) {
+		got := get()
+		return got.Status.Phase == scribev1.WorkloadRolledBack && got.Status.Revision != "", describe(got)
+	})
+	rollback := get().Status.Revision
+	ks := &kustomizev1.Kustomization{}
+	poll(t, 3*time.Minute, "Flux to apply the rollback commit", func() (bool, string) {
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks); err != nil {
+			return false, err.Error()
+		}
+		r := routeWeights(ctx, s, ns, "web")
+		return ks.Status.LastAppliedRevision == "main@sha1:"+rollback && r == "web-v1=100,web-v2=0",
+			"applied " + ks.Status.LastAppliedRevision + ", route " + r
+	})
+	if msg := get().Status.Message; !strings.Contains(msg, "available") {
+		t.Errorf("status.message %q does not name the failed check", msg)
+	}
 }
