@@ -656,12 +656,15 @@ func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing
 			return plumbing.ZeroHash, false, err
 		}
 		d := idx.dir(p)
-		if len(files) == 0 {
-			d.remove[SyncIndexFile] = true
-			continue
-		}
+		// An empty index stays (resources: []): the path must keep existing
+		// for the root applier object to prune what the last object left.
 		var b strings.Builder
-		b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
+		b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+		if len(files) == 0 {
+			b.WriteString("resources: []\n")
+		} else {
+			b.WriteString("resources:\n")
+		}
 		for _, f := range files {
 			b.WriteString("- " + f + "\n")
 		}

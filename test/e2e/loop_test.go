@@ -9,7 +9,9 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -245,4 +247,44 @@ func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollbac
 	if msg := get().Status.Message; !strings.Contains(msg, "available") {
 		t.Errorf("status.message %q does not name the failed check", msg)
 	}
+}
+
+func TestLoopDeletingAWorkloadPrunesItThroughFluxBeforeTheFinalizerGoes(t *testing.T) {
+	ns := "prune"
+	s := newLoop(t, ns)
+	ctx := context.Background()
+	w := canaryWorkload(ns)
+	if err := s.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Minute, "v1 healthy", func() (bool, string) {
+		got := &scribev1.Workload{}
+		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
+		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
+	})
+	if err := s.Client.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	// While the Workload still exists, its Deployment must already be gone
+	// or going: the finalizer waits for Flux's prune, never the reverse.
+	sawPruneFirst := false
+	poll(t, 3*time.Minute, "the Workload gone", func() (bool, string) {
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &scribev1.Workload{})
+		gone := apierrors.IsNotFound(err)
+		d := &appsv1.Deployment{}
+		derr := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-v1"}, d)
+		if !gone && (apierrors.IsNotFound(derr) || !d.DeletionTimestamp.IsZero()) {
+			sawPruneFirst = true
+		}
+		return gone, fmt.Sprintf("workload err=%v; deployment err=%v", err, derr)
+	})
+	d := &appsv1.Deployment{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-v1"}, d); !apierrors.IsNotFound(err) && d.DeletionTimestamp.IsZero() {
+		t.Fatalf("the Deployment survived the Workload: %v", err)
+	}
+	ks := &kustomizev1.Kustomization{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks); !apierrors.IsNotFound(err) {
+		t.Fatalf("the per-CR Kustomization survived: %v", err)
+	}
+	t.Logf("the Deployment was seen pruned while the Workload still existed: %v", sawPruneFirst)
 }
