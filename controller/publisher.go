@@ -92,6 +92,8 @@ type Publisher struct {
 	GCPProject string
 	// Metrics, optional.
 	Metrics *Metrics
+	// NoNudge disables the reconcile request after a push.
+	NoNudge bool
 
 	mu        sync.Mutex
 	oci       map[string]*ocisink.Sink
@@ -335,6 +337,9 @@ func (p *Publisher) ObserveApplied(kind, commit string) {
 // Kustomization too races with the new artifact; for Argo CD the CR's
 // Application. Failures are not fatal: the applier polls anyway.
 func (p *Publisher) Nudge(ctx context.Context, t *Target, sync scribev1.ObjectIdentity) {
+	if p.NoNudge {
+		return
+	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	u := &unstructured.Unstructured{}
 	var key types.NamespacedName

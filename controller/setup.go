@@ -57,6 +57,9 @@ type Options struct {
 	// Metrics receives render, publish and read-back measurements; nil
 	// records nothing.
 	Metrics *Metrics
+	// NoNudge stops Scribe from asking the applier to reconcile after a
+	// push (the applier then notices at its poll interval). For measuring.
+	NoNudge bool
 }
 
 // Setup registers Scribe's reconcilers with mgr and returns the Publisher
@@ -90,6 +93,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		Git:        publish.NewGit(filepath.Join(opts.DataDir, "git")),
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
+		NoNudge:    opts.NoNudge,
 	}
 	p.Git.OnConflict = opts.Metrics.IncPushConflict
 	var shard predicate.Predicate = pred

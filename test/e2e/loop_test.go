@@ -33,7 +33,7 @@ func skipWithoutLoop(t *testing.T) {
 
 // startScribe runs the Scribe controller against the stack until the test
 // ends.
-func startScribe(t *testing.T, s *Stack) {
+func startScribe(t *testing.T, s *Stack, opts ...controller.Options) {
 	t.Helper()
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile(t, s, "scribe"))))
 	scheme, err := controller.NewScheme()
@@ -44,7 +44,12 @@ func startScribe(t *testing.T, s *Stack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.Setup(mgr, controller.Options{DataDir: t.TempDir(), Poll: time.Second, Concurrency: 4}); err != nil {
+	o := controller.Options{Poll: time.Second, Concurrency: 4}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.DataDir = t.TempDir()
+	if _, err := controller.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +122,7 @@ func routeWeights(ctx context.Context, s *Stack, ns, name string) string {
 }
 
 // newLoop boots the stack, a namespace with its Repository, and Scribe.
-func newLoop(t *testing.T, ns string) *Stack {
+func newLoop(t *testing.T, ns string, opts ...controller.Options) *Stack {
 	t.Helper()
 	skipWithoutLoop(t)
 	s := Start(t)
@@ -135,7 +140,7 @@ func newLoop(t *testing.T, ns string) *Stack {
 	if err := s.Client.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	startScribe(t, s)
+	startScribe(t, s, opts...)
 	return s
 }
 

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
+)
+
+func stats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no samples"
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	r := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+	return fmt.Sprintf("min %s / median %s / max %s over %d", r(s[0]), r(s[len(s)/2]), r(s[len(s)-1]), len(s))
+}
+
+// changeToApplied changes the Workload n times and measures, for each, the
+// time from the CR update to Flux's lastAppliedRevision holding Scribe's
+// commit for it.
+func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
+	ctx := context.Background()
+	w := canaryWorkload(ns)
+	w.Spec.Rollout = nil
+	if err := s.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *scribev1.Workload {
+		got := &scribev1.Workload{}
+		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
+		return got
+	}
+	poll(t, 5*time.Minute, "v1 healthy", func() (bool, string) {
+		got := get()
+		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
+	})
+	var out []time.Duration
+	for i := range n {
+		got := get()
+		got.Spec.Versions[0].Env = nil
+		got.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
+		start := time.Now()
+		if err := s.Client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		gen := got.Generation + 1
+		var commit string
+		ks := &kustomizev1.Kustomization{}
+		poll(t, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
+			w := get()
+			if w.Status.ObservedGeneration >= gen && w.Status.Revision != "" {
+				commit = w.Status.Revision
+			}
+			if commit == "" {
+				return false, describe(w)
+			}
+			_ = s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks)
+			return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
+		})
+		out = append(out, time.Since(start))
+	}
+	return out
+}
+
+// TestBenchLoopLatency is `make bench-e2e`: it reports, never asserts,
+// the loop's latencies.
+func TestBenchLoopLatency(t *testing.T) {
+	if os.Getenv("SCRIBE_BENCH_E2E") == "" {
+		t.Skip("make bench-e2e sets SCRIBE_BENCH_E2E=1")
+	}
+	n := 20
+	if v, err := strconv.Atoi(os.Getenv("SCRIBE_BENCH_CHANGES")); err == nil && v > 0 {
+		n = v
+	}
+	t.Run("nudged", func(t *testing.T) {
+		s := newLoop(t, "bench")
+		t.Logf("RESULT CR change -> Flux lastAppliedRevision = Scribe's commit (source nudged): %s", stats(changeToApplied(t, s, "bench", n)))
+	})
+	t.Run("not-nudged", func(t *testing.T) {
+		s := newLoop(t, "bench", controller.Options{Poll: time.Second, Concurrency: 4, NoNudge: true})
+		m := max(n/4, 3)
+		t.Logf("RESULT CR change -> Flux lastAppliedRevision = Scribe's commit (no nudge, GitRepository interval 1m): %s", stats(changeToApplied(t, s, "bench", m)))
+	})
+	t.Run("canary-step", func(t *testing.T) {
+		ns := "steps"
+		s := newLoop(t, ns)
+		ctx := context.Background()
+		w := canaryWorkload(ns)
+		w.Spec.Rollout.Steps = nil
+		for i := 1; i <= n; i++ {
+			w.Spec.Rollout.Steps = append(w.Spec.Rollout.Steps, scribev1.RolloutStep{Weight: int32(i * 100 / n)})
+		}
+		if err := s.Client.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		get := func() *scribev1.Workload {
+			got := &scribev1.Workload{}
+			_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
+			return got
+		}
+		poll(t, 5*time.Minute, "v1 healthy", func() (bool, string) {
+			got := get()
+			return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
+		})
+		got := get()
+		got.Spec.Versions = append(got.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
+		if err := s.Client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		// Each step's commit -> applied by Flux -> Deployments healthy is the
+		// time from one step's commit to the next one's.
+		var steps []time.Duration
+		last, lastAt := "", time.Time{}
+		poll(t, 10*time.Minute, "the canary's end", func() (bool, string) {
+			w := get()
+			if w.Status.Revision != "" && w.Status.Revision != last {
+				now := time.Now()
+				if last != "" && w.Status.CanaryVersion == "v2" {
+					steps = append(steps, now.Sub(lastAt))
+				}
+				last, lastAt = w.Status.Revision, now
+			}
+			return w.Status.StableVersion == "v2", describe(w)
+		})
+		t.Logf("RESULT canary step commit -> applied -> healthy -> next commit: %s", stats(steps))
+	})
+}
