@@ -1,12 +1,32 @@
-# Multi-stage build of the scribe binary: static, on distroless nonroot.
-FROM golang:1.26 AS build
-WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
-COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/scribe ./cmd/scribe
+# syntax=docker/dockerfile:1
+# Scribe's container image: a static binary on distroless nonroot.
+#
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t scribe:latest .
+#   (or: make docker-build IMG=scribe:latest)
+#
+# The image holds nothing but /scribe: no shell and no git binary. The
+# controller does not need git: Git sinks use go-git (pure Go); the only
+# os/exec calls to git are in publish/publishtest and test/e2e, which are
+# test-only and not linked into cmd/scribe.
 
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/scribe /usr/local/bin/scribe
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS=linux
+ARG TARGETARCH
+ARG VERSION=dev
+WORKDIR /src
+# Dependencies first, so source changes reuse this layer.
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod \
+    go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/scribe ./cmd/scribe
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/scribe /scribe
+# 65532 is distroless' nonroot; config/manager and the Helm chart run as it.
 USER 65532:65532
-ENTRYPOINT ["/usr/local/bin/scribe"]
+ENTRYPOINT ["/scribe"]
+CMD ["controller"]
