@@ -150,6 +150,12 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	case ReasonRepositoryNotReady:
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	case string(publish.ReasonUnreachable), string(publish.ReasonConflict), string(publish.ReasonAuthentication),
+		string(publish.ReasonHostKey), string(publish.ReasonRejected):
+		// The remote's trouble, said in Ready; try again at a steady pace
+		// rather than controller-runtime's growing backoff.
+		log.FromContext(context.Background()).V(1).Info("publish failed; retrying", "reason", reason)
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	return ctrl.Result{}, err
 }

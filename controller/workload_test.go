@@ -169,7 +169,9 @@ func TestWorkloadCanaryCommitsEachStepOnlyAfterThePreviousIsAppliedAndHealthy(t 
 	// The promotion makes v2 the stable version (the stable Service follows
 	// it); v1 stays deployed at weight 0 until it leaves spec.versions.
 	f.playFlux(t, ks, w.Status.Revision, true, "", "")
-	w = f.waitWorkload(t, "v2 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
+	w = f.waitWorkload(t, "v2 healthy at the observed generation", func(w *scribev1.Workload) bool {
+		return w.Status.Phase == scribev1.WorkloadHealthy && w.Status.ObservedGeneration == w.Generation
+	})
 	commits := f.scribeCommits(t, "Workload/"+f.ns+"/web")
 	want := append(append([]string{first}, steps...), w.Status.Revision)
 	if strings.Join(commits, " ") != strings.Join(want, " ") {

@@ -54,12 +54,12 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 		if err := s.Client.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		gen := got.Generation + 1
+		prev := got.Status.Revision
 		var commit string
 		ks := &kustomizev1.Kustomization{}
 		poll(t, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
 			w := get()
-			if w.Status.ObservedGeneration >= gen && w.Status.Revision != "" {
+			if w.Status.Revision != "" && w.Status.Revision != prev {
 				commit = w.Status.Revision
 			}
 			if commit == "" {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -40,7 +41,9 @@ func startScribe(t *testing.T, s *Stack, opts ...controller.Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	skip := true // several managers run in one test process
+	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: &skip}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +129,14 @@ func newLoop(t *testing.T, ns string, opts ...controller.Options) *Stack {
 	t.Helper()
 	skipWithoutLoop(t)
 	s := Start(t)
+	newNamespaceAndRepository(t, s, ns)
+	startScribe(t, s, opts...)
+	return s
+}
+
+// newNamespaceAndRepository creates ns and its "default" Repository.
+func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
+	t.Helper()
 	ctx := context.Background()
 	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -140,8 +151,6 @@ func newLoop(t *testing.T, ns string, opts ...controller.Options) *Stack {
 	if err := s.Client.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	startScribe(t, s, opts...)
-	return s
 }
 
 // canaryWorkload is the demo service: one version, a 10/50/100 canary.

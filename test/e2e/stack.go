@@ -42,7 +42,10 @@ type Stack struct {
 	Client     client.Client
 	Kubeconfig string
 	Git        *publishtest.GitServer
-	RepoURL    string
+	// RepoURL is the repository's URL through GitProxy, which Flux and
+	// Scribe use; take the proxy down to play a git server outage.
+	RepoURL  string
+	GitProxy *Proxy
 	// Dir holds logs and state.
 	Dir string
 
@@ -212,7 +215,12 @@ func (s *Stack) start(t testing.TB) error {
 	}
 
 	s.Git = publishtest.NewGitServer(t)
-	s.RepoURL = s.Git.InitRepo(t, RepoName, "main")
+	direct := s.Git.InitRepo(t, RepoName, "main")
+	if s.GitProxy, err = NewProxy(strings.TrimPrefix(s.Git.URL, "http://")); err != nil {
+		return err
+	}
+	t.Cleanup(s.GitProxy.Close)
+	s.RepoURL = strings.Replace(direct, s.Git.URL, "http://"+s.GitProxy.Addr, 1)
 	if err := s.createFluxSync(ctx); err != nil {
 		return err
 	}
