@@ -211,7 +211,7 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 			}
 			cfg = s[corev1.DockerConfigJsonKey]
 		}
-		sink, err := p.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, Insecure: strings.HasPrefix(strings.TrimPrefix(o.URL, "oci://"), "127.0.0.1") || strings.HasPrefix(strings.TrimPrefix(o.URL, "oci://"), "localhost")})
+		sink, err := p.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, SyncIndex: true, Insecure: strings.HasPrefix(strings.TrimPrefix(o.URL, "oci://"), "127.0.0.1") || strings.HasPrefix(strings.TrimPrefix(o.URL, "oci://"), "localhost")})
 		if err != nil {
 			return nil, &reasonError{reason: string(publish.ReasonInvalid), err: err}
 		}

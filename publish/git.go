@@ -640,6 +640,24 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 // per-object sync objects, and each of those applies its own directory.
 const SyncIndexFile = "kustomization.yaml"
 
+// SyncIndexData is the content of the sync index listing files (paths
+// relative to the index, sorted). An empty index stays (resources: []): the
+// path must keep existing for the root applier object to prune what the
+// last object left.
+func SyncIndexData(files []string) []byte {
+	var b strings.Builder
+	b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	if len(files) == 0 {
+		b.WriteString("resources: []\n")
+	} else {
+		b.WriteString("resources:\n")
+	}
+	for _, f := range files {
+		b.WriteString("- " + f + "\n")
+	}
+	return []byte(b.String())
+}
+
 // writeSyncIndex rewrites the index of every repository path the edits touch.
 func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing.Hash, edits []pathChange) (plumbing.Hash, bool, error) {
 	idx := newTreeEdit()
@@ -656,19 +674,7 @@ func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing
 			return plumbing.ZeroHash, false, err
 		}
 		d := idx.dir(p)
-		// An empty index stays (resources: []): the path must keep existing
-		// for the root applier object to prune what the last object left.
-		var b strings.Builder
-		b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-		if len(files) == 0 {
-			b.WriteString("resources: []\n")
-		} else {
-			b.WriteString("resources:\n")
-		}
-		for _, f := range files {
-			b.WriteString("- " + f + "\n")
-		}
-		blob, err := putBlob(objs, []byte(b.String()))
+		blob, err := putBlob(objs, SyncIndexData(files))
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,9 @@ type Options struct {
 	// Transport for registry requests; nil means remote.DefaultTransport.
 	// Requests are retried on transient failures on top of it.
 	Transport http.RoundTripper
+	// SyncIndex keeps <Path>/kustomization.yaml listing every object's
+	// .sync.yaml, as the Git sink does (publish.SyncIndexFile).
+	SyncIndex bool
 }
 
 // Sink publishes to one tag of an OCI repository. It is safe for
@@ -74,6 +78,8 @@ type Sink struct {
 	url    string // canonical oci:// form, for messages
 	ref    name.Tag
 	prefix string // Options.Path cleaned, "" or ending in "/"
+	// syncIndex keeps <Path>/kustomization.yaml listing the sync files.
+	syncIndex bool
 	opts   Options
 	auth   authn.Authenticator
 	anon   bool // no credentials for the registry
@@ -100,7 +106,7 @@ func New(opts Options) (*Sink, error) {
 	if opts.Transport == nil {
 		opts.Transport = remote.DefaultTransport
 	}
-	return &Sink{url: "oci://" + ref.String(), ref: ref, prefix: prefix, opts: opts, auth: auth, anon: auth == authn.Anonymous}, nil
+	return &Sink{url: "oci://" + ref.String(), ref: ref, prefix: prefix, syncIndex: opts.SyncIndex, opts: opts, auth: auth, anon: auth == authn.Anonymous}, nil
 }
 
 // URL is the artifact's canonical oci://host/repository:tag.
@@ -131,6 +137,17 @@ func (s *Sink) Publish(ctx context.Context, changes ...publish.Change) (publish.
 	next := maps.Clone(files)
 	for _, c := range changes {
 		s.apply(next, c)
+	}
+	if s.syncIndex {
+		var syncs []string
+		for p := range next {
+			rel, ok := strings.CutPrefix(p, s.prefix)
+			if ok && strings.HasSuffix(rel, ".sync.yaml") && strings.Count(rel, "/") == 2 {
+				syncs = append(syncs, rel)
+			}
+		}
+		sort.Strings(syncs)
+		next[s.prefix+publish.SyncIndexFile] = publish.SyncIndexData(syncs)
 	}
 	if maps.EqualFunc(files, next, bytes.Equal) && (cur != nil || len(changes) == 0) {
 		if cur == nil {

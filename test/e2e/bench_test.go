@@ -11,6 +11,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
@@ -47,14 +48,18 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 	})
 	var out []time.Duration
 	for i := range n {
-		got := get()
-		got.Spec.Versions[0].Env = nil
-		got.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
+		var prev string
 		start := time.Now()
-		if err := s.Client.Update(ctx, got); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := get()
+			prev = got.Status.Revision
+			got.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
+			start = time.Now()
+			return s.Client.Update(ctx, got)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		prev := got.Status.Revision
 		var commit string
 		ks := &kustomizev1.Kustomization{}
 		poll(t, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
@@ -113,11 +118,9 @@ func TestBenchLoopLatency(t *testing.T) {
 			got := get()
 			return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
 		})
-		got := get()
-		got.Spec.Versions = append(got.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
-		if err := s.Client.Update(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		updateWorkload(t, s, ns, func(w *scribev1.Workload) {
+			w.Spec.Versions = append(w.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
+		})
 		// Each step's commit -> applied by Flux -> Deployments healthy is the
 		// time from one step's commit to the next one's.
 		var steps []time.Duration

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -194,11 +195,9 @@ func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload) {
 		t.Fatalf("applied HTTPRoute routes %q", r)
 	}
 
-	got := get()
-	got.Spec.Versions = append(got.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
-	if err := s.Client.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateWorkload(t, s, ns, func(w *scribev1.Workload) {
+		w.Spec.Versions = append(w.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
+	})
 	for i, want := range []string{"web-v1=90,web-v2=10", "web-v1=50,web-v2=50", "web-v1=0,web-v2=100"} {
 		poll(t, 3*time.Minute, fmt.Sprintf("step %d applied in the cluster", i+1), func() (bool, string) {
 			r := routeWeights(ctx, s, ns, "web")
@@ -233,13 +232,9 @@ func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollbac
 		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
 	})
 	// v2 asks for more CPU than the node has: its pods never schedule.
-	got := get()
 	v2 := scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"}
 	v2.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}
-	got.Spec.Versions = append(got.Spec.Versions, v2)
-	if err := s.Client.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, v2) })
 	poll(t, 3*time.Minute, "step 1 applied by Flux", func() (bool, string) {
 		r := routeWeights(ctx, s, ns, "web")
 		return r == "web-v1=90,web-v2=10", "route " + r + "; " + describe(get())
@@ -301,4 +296,22 @@ func TestLoopDeletingAWorkloadPrunesItThroughFluxBeforeTheFinalizerGoes(t *testi
 		t.Fatalf("the per-CR Kustomization survived: %v", err)
 	}
 	t.Logf("the Deployment was seen pruned while the Workload still existed: %v", sawPruneFirst)
+}
+
+// updateWorkload applies mutate to the current Workload, retrying when
+// Scribe's status writes race the update.
+func updateWorkload(t *testing.T, s *Stack, ns string, mutate func(w *scribev1.Workload)) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := &scribev1.Workload{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got); err != nil {
+			return err
+		}
+		mutate(got)
+		return s.Client.Update(ctx, got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

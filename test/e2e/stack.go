@@ -12,7 +12,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-containerregistry/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,6 +49,8 @@ type Stack struct {
 	// Scribe use; take the proxy down to play a git server outage.
 	RepoURL  string
 	GitProxy *Proxy
+	// Registry is an OCI registry (go-containerregistry's) at host:port.
+	Registry string
 	// Dir holds logs and state.
 	Dir string
 
@@ -224,6 +229,9 @@ func (s *Stack) start(t testing.TB) error {
 	if err := s.createFluxSync(ctx); err != nil {
 		return err
 	}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	s.Registry = strings.TrimPrefix(reg.URL, "http://")
 	s.logf("the loop is up in %s; kubeconfig %s", time.Since(start).Round(time.Millisecond), s.Kubeconfig)
 	return nil
 }
