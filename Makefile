@@ -25,6 +25,10 @@ demo: ## Boot the local loop (control plane, kwok, Flux, git server, Scribe), wa
 	@echo "make demo: the first run builds kube-controller-manager, kube-scheduler, kwok and the Flux controllers (cached afterwards)"
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
 
+.PHONY: demo-up
+demo-up: ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C stops everything.
+	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_UP=1 go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./test/e2e/
+
 .PHONY: test
 test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
 	SCRIBE_E2E=1 KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m ./...

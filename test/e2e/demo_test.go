@@ -52,6 +52,11 @@ func TestDemo(t *testing.T) {
 	log := publishtest.Git(t, work, "log", "--format=%h %s")
 	t.Logf("SUMMARY: loop up, Workload canary 10/50/100 applied by Flux and promoted, Experiment Complete, in %s.\nScribe's commits on %s:\n%s",
 		time.Since(start).Round(time.Second), RepoName, indent(log))
+	if os.Getenv("SCRIBE_DEMO_UP") != "" {
+		// make demo-up: leave the loop running for exploration.
+		fmt.Printf("\nThe loop stays up. Try:\n  KUBECONFIG=%s kubectl get workloads,experiments,kustomizations -A\n  git clone %s\nCtrl-C stops everything.\n", s.Kubeconfig, s.RepoURL)
+		select {}
+	}
 }
 
 func indent(s string) string {

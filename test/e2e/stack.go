@@ -17,9 +17,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,9 +56,10 @@ type Stack struct {
 	// Dir holds logs and state.
 	Dir string
 
-	env   *envtest.Environment
-	procs []*exec.Cmd
-	logf  func(format string, args ...any)
+	env      *envtest.Environment
+	procs    []*exec.Cmd
+	logf     func(format string, args ...any)
+	stopOnce sync.Once
 }
 
 // RepoName is the experiments repository on the git server.
@@ -106,6 +109,21 @@ func Start(t testing.TB) *Stack {
 	t.Helper()
 	s := &Stack{Dir: t.TempDir(), logf: t.Logf}
 	t.Cleanup(s.stop)
+	// Ctrl-C (or SIGTERM) stops the whole loop, envtest's etcd and
+	// kube-apiserver included, before the process exits.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	stopSignals := make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+			s.logf("interrupted: stopping the loop")
+			s.stop()
+			os.Exit(130)
+		case <-stopSignals:
+		}
+	}()
+	t.Cleanup(func() { signal.Stop(sig); close(stopSignals) })
 	if err := s.start(t); err != nil {
 		t.Fatalf("start the loop: %v", err)
 	}
@@ -246,7 +264,9 @@ func (s *Stack) run(name, bin string, env []string, args ...string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group (stopped as a group), and killed by the kernel if
+	// the test process dies first: no orphans, whatever kills the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", name, err)
@@ -271,6 +291,10 @@ func (s *Stack) Logs(name string, lines int) string {
 }
 
 func (s *Stack) stop() {
+	s.stopOnce.Do(s.doStop)
+}
+
+func (s *Stack) doStop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
 		if p.Process != nil {
