@@ -264,9 +264,10 @@ func (s *Stack) run(name, bin string, env []string, args ...string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Own process group (stopped as a group), and killed by the kernel if
-	// the test process dies first: no orphans, whatever kills the test.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Own process group, stopped as a group by stop (on test end, Ctrl-C or
+	// SIGTERM). Pdeathsig is not used: it fires when the spawning OS thread
+	// exits, which a Go program does not control.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", name, err)
