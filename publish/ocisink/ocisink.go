@@ -80,9 +80,9 @@ type Sink struct {
 	prefix string // Options.Path cleaned, "" or ending in "/"
 	// syncIndex keeps <Path>/kustomization.yaml listing the sync files.
 	syncIndex bool
-	opts   Options
-	auth   authn.Authenticator
-	anon   bool // no credentials for the registry
+	opts      Options
+	auth      authn.Authenticator
+	anon      bool // no credentials for the registry
 
 	mu sync.Mutex
 }
