@@ -37,6 +37,10 @@ const (
 	ReasonProvisioning = "Provisioning"
 	// ReasonClusterFailed: a target's cluster reports a failure.
 	ReasonClusterFailed = "ClusterFailed"
+	// ReasonComponentFailed: the applier reports that a component delivered
+	// to a target failed (Flux's or Argo CD's message follows). Not
+	// terminal: the applier retries, and a fixed source is read back.
+	ReasonComponentFailed = "ComponentFailed"
 	// ReasonWaitingForWorkflow: every target is ready; the workflow has not started.
 	ReasonWaitingForWorkflow = "WaitingForWorkflow"
 	// ReasonWorkflowRunning: the validation workflow runs.
@@ -154,6 +158,9 @@ func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err != nil {
 		return r.fail(e, err)
 	}
+	if t.Engine, err = r.Publisher.EngineFor(ctx, t); err != nil {
+		return r.fail(e, err)
+	}
 	resolved, err := r.resolve(ctx, e)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -241,7 +248,11 @@ func (r *ExperimentReconciler) provision(ctx context.Context, e *scribev1.Experi
 	for _, ts := range targets {
 		switch ts.Phase {
 		case scribev1.ExperimentFailed:
-			r.failed(ctx, e, ReasonClusterFailed, "target %s: %s", ts.Name, ts.Message)
+			reason := ReasonClusterFailed
+			if ts.ClusterReady {
+				reason = ReasonComponentFailed
+			}
+			r.failed(ctx, e, reason, "target %s: %s", ts.Name, ts.Message)
 			return ctrl.Result{RequeueAfter: r.Poll}, nil
 		case scribev1.ExperimentReady:
 		default:
@@ -281,8 +292,13 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 		if err != nil {
 			return nil, err
 		}
+		if ts.ClusterReady {
+			if err := r.components(ctx, e, tg, bundle, &ts); err != nil {
+				return nil, err
+			}
+		}
 		out[i] = ts
-		clusterOK[i] = ts.ClusterReady
+		clusterOK[i] = ts.ClusterReady && ts.Phase != scribev1.ExperimentFailed && componentsReady(ts)
 	}
 	// Ready propagates along depends until nothing changes; targets in a
 	// dependency cycle never become Ready and say what they wait for.
@@ -309,6 +325,8 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 		case out[i].Phase == scribev1.ExperimentFailed:
 		case ready[i]:
 			out[i].Phase = scribev1.ExperimentReady
+		case out[i].ClusterReady && !componentsReady(out[i]):
+			out[i].Phase = scribev1.ExperimentProvisioning
 		case clusterOK[i]:
 			var deps []string
 			for _, d := range tg.Depends {
@@ -373,6 +391,117 @@ func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experime
 	}
 	ts.ClusterReady, ts.Message = true, fmt.Sprintf("%s %s ready", kind, name)
 	return ts, nil
+}
+
+// components reads back the applier objects that deliver the target's
+// catalog components (and its observability wiring). The first failed one
+// fails the target with the applier's message; while any is pending, the
+// target's message says which.
+func (r *ExperimentReconciler) components(ctx context.Context, e *scribev1.Experiment, tg scribev1.Target, bundle *render.Bundle, ts *scribev1.TargetStatus) error {
+	names := make([]string, 0, len(tg.Components)+1)
+	for _, c := range tg.Components {
+		names = append(names, componentName(c))
+	}
+	if tg.Observability != nil && tg.Observability.Enabled {
+		names = append(names, "observability")
+	}
+	ts.Components = nil
+	var pending []string
+	for _, name := range names {
+		cs := scribev1.ComponentStatus{Name: name}
+		id := deliveryObject(bundle, e.Name+"-"+tg.Name+"-"+name)
+		if id == nil {
+			cs.Message = "the render has no delivery for this component"
+			ts.Components = append(ts.Components, cs)
+			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s", name, cs.Message)
+			continue
+		}
+		cs.Delivery = subjectOf(*id)
+		u, err := r.get(ctx, *id)
+		if err != nil {
+			return err
+		}
+		var src *unstructured.Unstructured
+		if u != nil && id.Kind == "Kustomization" {
+			if src, err = r.source(ctx, u); err != nil {
+				return err
+			}
+		}
+		v := health.Delivery(u, src)
+		cs.Ready, cs.Message = v.State == health.Healthy, v.Message
+		ts.Components = append(ts.Components, cs)
+		switch {
+		case v.State == health.Failed && ts.Phase != scribev1.ExperimentFailed:
+			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s: %s", name, cs.Delivery, v.Message)
+		case v.State == health.Pending:
+			pending = append(pending, fmt.Sprintf("%s (%s)", name, v.Reason))
+		}
+	}
+	if ts.Phase != scribev1.ExperimentFailed && len(pending) > 0 {
+		ts.Message = fmt.Sprintf("%s; waiting for components %s", ts.Message, strings.Join(pending, ", "))
+	}
+	return nil
+}
+
+// componentsReady reports that every component of the target is Ready.
+func componentsReady(ts scribev1.TargetStatus) bool {
+	for _, c := range ts.Components {
+		if !c.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// componentName is the catalog name a component refers to.
+func componentName(c scribev1.Component) string {
+	switch {
+	case c.App != "":
+		return c.App
+	case c.Workflow != "":
+		return c.Workflow
+	}
+	return c.Config
+}
+
+// deliveryObject finds the rendered applier object (Flux Kustomization or
+// HelmRelease, Argo CD Application) named name.
+func deliveryObject(bundle *render.Bundle, name string) *scribev1.ObjectIdentity {
+	for i := range bundle.Objects {
+		o := bundle.Objects[i]
+		if o.Name != name {
+			continue
+		}
+		switch {
+		case o.Kind == "Kustomization" && strings.HasPrefix(o.APIVersion, "kustomize.toolkit.fluxcd.io/"),
+			o.Kind == "HelmRelease" && strings.HasPrefix(o.APIVersion, "helm.toolkit.fluxcd.io/"),
+			o.Kind == "Application" && strings.HasPrefix(o.APIVersion, "argoproj.io/"):
+			return &bundle.Objects[i]
+		}
+	}
+	return nil
+}
+
+// subjectOf names an object as Kind/namespace/name.
+func subjectOf(id scribev1.ObjectIdentity) string {
+	if id.Namespace == "" {
+		return id.Kind + "/" + id.Name
+	}
+	return id.Kind + "/" + id.Namespace + "/" + id.Name
+}
+
+// source reads the Flux source a Kustomization names, or nil.
+func (r *ExperimentReconciler) source(ctx context.Context, ks *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	kind, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "kind")
+	name, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
+	ns, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "namespace")
+	if kind == "" || name == "" {
+		return nil, nil
+	}
+	if ns == "" {
+		ns = ks.GetNamespace()
+	}
+	return r.get(ctx, scribev1.ObjectIdentity{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: kind, Namespace: ns, Name: name})
 }
 
 // readBack reads one rendered object and judges its own status; a missing
@@ -533,10 +662,10 @@ func (r *ExperimentReconciler) fail(e *scribev1.Experiment, err error) (ctrl.Res
 	reason := reasonOf(err)
 	conditions.MarkFalse(e, scribev1.ReadyCondition, reason, "%s", err.Error())
 	switch reason {
-	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound:
+	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound, ReasonCatalogInvalid:
 		conditions.MarkStalled(e, reason, "%s", err.Error())
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	case ReasonRepositoryNotReady:
+	case ReasonRepositoryNotReady, ReasonCatalogNotReady:
 		conditions.MarkReconciling(e, reason, "%s", err.Error())
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}

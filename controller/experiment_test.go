@@ -10,6 +10,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -158,6 +159,70 @@ func (f *fixture) playArgo(t *testing.T, id scribev1.ObjectIdentity, phase, mess
 	}
 }
 
+// playComponent does what Flux does with the Kustomization that delivers
+// the hub Experiment's demo-services component: it exists, and reports
+// Ready (ready) or Ready=False with reason and message. The source it reads
+// is a GitRepository that is Ready with an artifact.
+func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, message string) {
+	t.Helper()
+	ctx := f.ctx()
+	name := exp + "-app-demo-services"
+	src := &sourcev1.GitRepository{}
+	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, src); apierrors.IsNotFound(err) {
+		src = &sourcev1.GitRepository{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			Spec:       sourcev1.GitRepositorySpec{URL: "https://example.com/catalog", Interval: metav1.Duration{Duration: 10 * time.Minute}},
+		}
+		if err := f.e.c.Create(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		src.Status.ObservedGeneration = src.Generation
+		src.Status.Artifact = &meta.Artifact{Path: "gitrepository/x.tar.gz", URL: "http://source-controller/x.tar.gz", Revision: "v0.1.0@sha1:0123456789abcdef0123456789abcdef01234567",
+			Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000000", LastUpdateTime: metav1.Now()}
+		src.Status.Conditions = []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason,
+			Message: "stored artifact", ObservedGeneration: src.Generation, LastTransitionTime: metav1.Now()}}
+		if err := f.e.c.Status().Update(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	ks := &kustomizev1.Kustomization{}
+	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, ks); apierrors.IsNotFound(err) {
+		ks = &kustomizev1.Kustomization{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			Spec: kustomizev1.KustomizationSpec{
+				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./apps/demo-services", Prune: true, Wait: true,
+				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: name},
+			},
+		}
+		if err := f.e.c.Create(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	status := metav1.ConditionFalse
+	if ready {
+		status, reason, message = metav1.ConditionTrue, meta.ReconciliationSucceededReason, "Applied revision: "+src.Status.Artifact.Revision
+		ks.Status.LastAppliedRevision = src.Status.Artifact.Revision
+	}
+	ks.Status.ObservedGeneration = ks.Generation
+	ks.Status.Conditions = []metav1.Condition{{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: ks.Generation, LastTransitionTime: metav1.Now()}}
+	if err := f.e.c.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// playExperimentApplied plays Flux applying commit for the Experiment and
+// installing its component.
+func (f *fixture) playExperimentApplied(t *testing.T, exp, commit string) {
+	t.Helper()
+	f.playFlux(t, kustomizationName("Experiment", f.ns, exp), commit, true, "", "")
+	f.playComponent(t, exp, true, "", "")
+}
+
 func (f *fixture) startExperimentController(t *testing.T) {
 	t.Helper()
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
@@ -204,6 +269,14 @@ func TestExperimentLifecycle(t *testing.T) {
 	// Flux applies the commit: every (hub) target is ready, so is the experiment.
 	ks := kustomizationName("Experiment", f.ns, name)
 	f.playFlux(t, ks, rev, true, "", "")
+	// Applied, but the component's own Kustomization has not reported yet:
+	// still Provisioning, and the target says what it waits for.
+	waitFor(t, "the app target waiting for its component", func() (bool, string) {
+		e = f.experiment(t, name)
+		return len(e.Status.Targets) == 2 && strings.Contains(e.Status.Targets[0].Message, "waiting for components demo-services"), expState(e)
+	})
+	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+	f.playComponent(t, name, true, "", "")
 	e = f.waitPhase(t, name, scribev1.ExperimentReady)
 	if len(e.Status.Targets) != 2 {
 		t.Fatalf("targets: %s", expState(e))
@@ -297,10 +370,49 @@ func TestExperimentApplyFailed(t *testing.T) {
 	f.holdsPhase(t, name, scribev1.ExperimentFailed, time.Second)
 
 	// Flux retries and applies the same commit: no workflow, so Complete.
-	f.playFlux(t, ks, rev, true, "", "")
+	f.playExperimentApplied(t, name, rev)
 	e = f.waitPhase(t, name, scribev1.ExperimentComplete)
 	if apimeta.FindStatusCondition(e.Status.Conditions, scribev1.StalledCondition) != nil {
 		t.Fatalf("still stalled: %s", expState(e))
+	}
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 {
+		t.Fatalf("commits %v, want one", commits)
+	}
+}
+
+// TestExperimentComponentFailed: Flux applied Scribe's commit, but the
+// Kustomization delivering a component cannot find its path in the
+// component's (ready) source: the Experiment is Failed with Flux's message in
+// Ready and in the target's status, and resumes when Flux reports the
+// component installed.
+func TestExperimentComponentFailed(t *testing.T) {
+	f := newFixture(t)
+	f.startExperimentController(t)
+	const name = "gateway-bad-path"
+	exp := hubExperiment(f.ns, name)
+	exp.Spec.Workflow = nil
+	if err := f.e.c.Create(f.ctx(), exp); err != nil {
+		t.Fatal(err)
+	}
+	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
+	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	const fluxMsg = "kustomization path not found: stat /tmp/kustomization-2188/apps/demo-services: no such file or directory"
+	f.playComponent(t, name, false, meta.ArtifactFailedReason, fluxMsg)
+	e = f.waitPhase(t, name, scribev1.ExperimentFailed)
+	ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+	if ready == nil || ready.Reason != controller.ReasonComponentFailed || !strings.Contains(ready.Message, fluxMsg) ||
+		!strings.Contains(ready.Message, "Kustomization/"+f.ns+"/"+name+"-app-demo-services") {
+		t.Fatalf("Ready condition after the component failed: %s", expState(e))
+	}
+	app := e.Status.Targets[0]
+	if app.Phase != scribev1.ExperimentFailed || len(app.Components) != 1 || app.Components[0].Ready || app.Components[0].Message != fluxMsg {
+		t.Fatalf("app target after the component failed: %+v", app)
+	}
+
+	f.playComponent(t, name, true, "", "")
+	e = f.waitPhase(t, name, scribev1.ExperimentComplete)
+	if app := e.Status.Targets[0]; len(app.Components) != 1 || !app.Components[0].Ready {
+		t.Fatalf("app target once the component is installed: %+v", app)
 	}
 	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 {
 		t.Fatalf("commits %v, want one", commits)
@@ -318,7 +430,7 @@ func TestExperimentWorkflowFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
-	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	f.playExperimentApplied(t, name, e.Status.Revision)
 	e = f.waitPhase(t, name, scribev1.ExperimentReady)
 	wf := validationWorkflow(t, e)
 	f.playArgo(t, wf, "Running", "")
@@ -393,7 +505,7 @@ func TestExperimentClusterTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
-	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	f.playExperimentApplied(t, name, e.Status.Revision)
 	clusterName := name + "-app"
 	targetsSay := func(what string, want func(app, loadgen scribev1.TargetStatus) bool) {
 		t.Helper()
@@ -465,7 +577,7 @@ func TestExperimentDeletion(t *testing.T) {
 	}
 	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
 	ks := kustomizationName("Experiment", f.ns, name)
-	f.playFlux(t, ks, e.Status.Revision, true, "", "")
+	f.playExperimentApplied(t, name, e.Status.Revision)
 	f.waitPhase(t, name, scribev1.ExperimentComplete)
 
 	if err := f.e.c.Delete(f.ctx(), f.experiment(t, name)); err != nil {
@@ -514,7 +626,7 @@ func TestExperimentCompletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := f.waitPhase(t, exp.Name, scribev1.ExperimentProvisioning)
-		f.playFlux(t, kustomizationName("Experiment", f.ns, exp.Name), e.Status.Revision, true, "", "")
+		f.playExperimentApplied(t, exp.Name, e.Status.Revision)
 		e = f.waitPhase(t, exp.Name, scribev1.ExperimentReady)
 		wfs[exp.Name] = validationWorkflow(t, e)
 		f.playArgo(t, wfs[exp.Name], "Running", "")

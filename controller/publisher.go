@@ -95,6 +95,8 @@ type Publisher struct {
 	// NoNudge disables the reconcile request after a push.
 	NoNudge bool
 
+	catalogs catalogs
+
 	mu        sync.Mutex
 	oci       map[string]*ocisink.Sink
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -107,6 +109,9 @@ type Target struct {
 	GitOpts *publish.GitOptions
 	OCI     *ocisink.Sink
 	Input   render.Publish
+	// Engine renders for this Repository; nil means the Publisher's
+	// built-in one (see EngineFor for a Repository with a user catalog).
+	Engine *render.Engine
 }
 
 // Target resolves the Repository ref names (or "default") in namespace.
@@ -268,7 +273,11 @@ func (p *Publisher) Render(ctx context.Context, t *Target, obj map[string]any, r
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "render", trace.WithAttributes(attribute.String("scribe.kind", kind)))
 	defer span.End()
 	start := time.Now()
-	b, err := p.Engine.Render(ctx, render.Input{Object: obj, Publish: t.Input, Resolved: resolved})
+	engine := t.Engine
+	if engine == nil {
+		engine = p.Engine
+	}
+	b, err := engine.Render(ctx, render.Input{Object: obj, Publish: t.Input, Resolved: resolved})
 	p.Metrics.ObserveRender(kind, time.Since(start))
 	if err != nil {
 		span.RecordError(err)

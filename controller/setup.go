@@ -60,6 +60,10 @@ type Options struct {
 	// NoNudge stops Scribe from asking the applier to reconcile after a
 	// push (the applier then notices at its poll interval). For measuring.
 	NoNudge bool
+	// SourceHost replaces the host of Flux artifact URLs when user catalogs
+	// are downloaded, like kustomize-controller's SOURCE_CONTROLLER_LOCALHOST
+	// (for a controller running outside the cluster).
+	SourceHost string
 }
 
 // Setup registers Scribe's reconcilers with mgr and returns the Publisher
@@ -95,6 +99,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		Metrics:    opts.Metrics,
 		NoNudge:    opts.NoNudge,
 	}
+	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
+	p.catalogs.hostOverride = opts.SourceHost
 	p.Git.OnConflict = opts.Metrics.IncPushConflict
 	var shard predicate.Predicate = pred
 	if sel != nil {

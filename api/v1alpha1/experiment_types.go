@@ -311,6 +311,25 @@ type TargetStatus struct {
 	// Message explains the phase.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Components delivered to the target, as their applier reports them.
+	// +optional
+	Components []ComponentStatus `json:"components,omitempty"`
+}
+
+// ComponentStatus is the observed state of one catalog component delivered
+// to a target.
+type ComponentStatus struct {
+	// Name of the catalog entry (or "observability").
+	Name string `json:"name"`
+	// Delivery is the applier object that installs it, as Kind/namespace/name.
+	// +optional
+	Delivery string `json:"delivery,omitempty"`
+	// Ready says the applier reports the component installed and healthy.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// Message is the applier's own message.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // WorkflowStatus is the observed state of the validation workflow.

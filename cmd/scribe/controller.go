@@ -218,6 +218,9 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		Poll:          f.pollInterval,
 		GCPProject:    f.gcpProject,
 		HTTPClient:    &http.Client{Timeout: 30 * time.Second},
+		// As in kustomize-controller: artifact URLs name source-controller's
+		// in-cluster Service; outside the cluster this host replaces it.
+		SourceHost: os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
 	}); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -62,46 +61,4 @@ func TestDemo(t *testing.T) {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
-}
-
-func TestLoopHubExperimentWalksToComplete(t *testing.T) {
-	ns := "experiment"
-	s := newLoop(t, ns)
-	ctx := context.Background()
-	exp := &scribev1.Experiment{
-		ObjectMeta: metav1.ObjectMeta{Name: "gateway-tutorial", Namespace: ns},
-		Spec: scribev1.ExperimentSpec{
-			Description: "demo services on the hub",
-			Targets: []scribev1.Target{
-				{Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Components: []scribev1.Component{{App: "demo-services"}}},
-			},
-		},
-	}
-	if err := s.Client.Create(ctx, exp); err != nil {
-		t.Fatal(err)
-	}
-	var phases []scribev1.ExperimentPhase
-	poll(t, 3*time.Minute, "the Experiment Complete", func() (bool, string) {
-		e := &scribev1.Experiment{}
-		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
-			return false, err.Error()
-		}
-		if n := len(phases); e.Status.Phase != "" && (n == 0 || phases[n-1] != e.Status.Phase) {
-			phases = append(phases, e.Status.Phase)
-		}
-		return e.Status.Phase == scribev1.ExperimentComplete, fmt.Sprintf("phase=%s revision=%.12s", e.Status.Phase, e.Status.Revision)
-	})
-	// Complete only after Flux applied Scribe's commit.
-	e := &scribev1.Experiment{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
-		t.Fatal(err)
-	}
-	ks := &kustomizev1.Kustomization{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "experiment-" + ns + "-" + exp.Name}, ks); err != nil {
-		t.Fatal(err)
-	}
-	if ks.Status.LastAppliedRevision != "main@sha1:"+e.Status.Revision {
-		t.Fatalf("Complete, but Flux applied %q, not Scribe's %s", ks.Status.LastAppliedRevision, e.Status.Revision)
-	}
-	t.Logf("phases seen: %v", phases)
 }

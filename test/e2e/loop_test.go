@@ -147,6 +147,7 @@ func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 		Spec: scribev1.RepositorySpec{
 			Git:     &scribev1.GitRepositorySpec{URL: s.RepoURL, Branch: "main", Path: SyncPath},
 			Applier: scribev1.ApplierSpec{Kind: "Flux", Namespace: "flux-system", Name: "scribe"},
+			Catalog: catalogRef(),
 		},
 	}
 	if err := s.Client.Create(ctx, repo); err != nil {

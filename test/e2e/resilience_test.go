@@ -85,6 +85,7 @@ func startScribeProcess(t *testing.T, s *Stack, bin, dataDir, logName string) *e
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	s.Adopt(cmd)
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_, _ = cmd.Process.Wait()

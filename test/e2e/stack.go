@@ -29,10 +29,12 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-containerregistry/pkg/registry"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -57,6 +59,7 @@ type Stack struct {
 	Dir string
 
 	env      *envtest.Environment
+	mu       sync.Mutex // guards procs
 	procs    []*exec.Cmd
 	logf     func(format string, args ...any)
 	stopOnce sync.Once
@@ -155,6 +158,8 @@ func (s *Stack) start(t testing.TB) error {
 			filepath.Join(shared, "gateway-api"),
 		},
 		ErrorIfCRDPathMissing: true,
+		// Bounded, so Ctrl-C never waits long for a graceful apiserver.
+		ControlPlaneStopTimeout: 15 * time.Second,
 	}
 	s.logf("starting etcd and kube-apiserver")
 	cfg, err := s.env.Start()
@@ -201,7 +206,14 @@ func (s *Stack) start(t testing.TB) error {
 	stages, _ := filepath.Glob(filepath.Join(loop, "kwok-stages", "*.yaml"))
 	kwokArgs := []string{"--kubeconfig=" + s.Kubeconfig, "--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=" + kwokAddr,
-		"--cidr=10.0.0.1/24", "--node-ip=127.0.0.1"}
+		"--cidr=10.0.0.1/24", "--node-ip=127.0.0.1",
+		// A Lease renewed like a kubelet's: the heartbeat-with-lease stage
+		// updates the Node's status only every 10 min, so without a lease
+		// kube-controller-manager sees the node silent for its 50 s grace
+		// period, marks it NotReady and every pod Ready=False for good
+		// (kwok does not flip them back), and Deployments lose
+		// availability in any test running longer than that.
+		"--node-lease-duration-seconds=40"}
 	for _, st := range stages {
 		kwokArgs = append(kwokArgs, "--config="+st)
 	}
@@ -247,6 +259,12 @@ func (s *Stack) start(t testing.TB) error {
 	if err := s.createFluxSync(ctx); err != nil {
 		return err
 	}
+	if err := s.createCatalog(ctx, t); err != nil {
+		return err
+	}
+	if err := s.waitNodeLease(ctx); err != nil {
+		return err
+	}
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(reg.Close)
 	s.Registry = strings.TrimPrefix(reg.URL, "http://")
@@ -272,8 +290,16 @@ func (s *Stack) run(name, bin string, env []string, args ...string) error {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	s.procs = append(s.procs, cmd)
+	s.Adopt(cmd)
 	return nil
+}
+
+// Adopt makes a process the test started itself (in its own process
+// group) part of the loop, so stop ends it too, on Ctrl-C as at the end.
+func (s *Stack) Adopt(cmd *exec.Cmd) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.procs = append(s.procs, cmd)
 }
 
 // Logs returns the tail of a process's log, for failure messages.
@@ -296,13 +322,16 @@ func (s *Stack) stop() {
 }
 
 func (s *Stack) doStop() {
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
+	s.mu.Lock()
+	procs := append([]*exec.Cmd(nil), s.procs...)
+	s.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
 		if p.Process != nil {
 			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
 		}
 	}
-	for _, p := range s.procs {
+	for _, p := range procs {
 		done := make(chan struct{})
 		go func() { _ = p.Wait(); close(done) }()
 		select {
@@ -315,6 +344,20 @@ func (s *Stack) doStop() {
 	if s.env != nil {
 		_ = s.env.Stop()
 	}
+}
+
+// waitNodeLease waits (bounded) for kwok to hold the fake node's Lease,
+// which keeps the node Ready for kube-controller-manager past its grace
+// period.
+func (s *Stack) waitNodeLease(ctx context.Context) error {
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		l := &coordinationv1.Lease{}
+		if err = s.Client.Get(ctx, types.NamespacedName{Namespace: corev1.NamespaceNodeLease, Name: "kwok-node-0"}, l); err == nil && l.Spec.RenewTime != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("kwok holds no Lease for kwok-node-0 after 30s (last error: %v); kwok log:\n%s", err, s.Logs("kwok", 20))
 }
 
 // createNode registers the fake node kwok manages.

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/fluxcd/pkg/http/fetch"
+	"github.com/fluxcd/pkg/tar"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// Reasons for a Repository's user catalog (spec.catalog).
+const (
+	// ReasonCatalogNotReady: the Flux source is missing, has no artifact
+	// yet, or its artifact could not be downloaded. Retried.
+	ReasonCatalogNotReady = "CatalogNotReady"
+	// ReasonCatalogInvalid: the artifact's CUE is not a valid catalog. Only
+	// a new artifact can fix it.
+	ReasonCatalogInvalid = "CatalogInvalid"
+)
+
+const (
+	// catalogMaxBytes bounds the download and the extracted size of a
+	// catalog artifact: a catalog is a handful of CUE files.
+	catalogMaxBytes = 64 << 20
+	// catalogEngines is how many catalog artifacts keep a loaded engine.
+	catalogEngines = 4
+)
+
+// catalogs loads and caches the render engines of user catalogs, one per
+// (artifact digest, path).
+type catalogs struct {
+	// dir is where artifacts are extracted while an engine loads them.
+	dir string
+	// hostOverride replaces the host of artifact URLs (as kustomize-controller's
+	// SOURCE_CONTROLLER_LOCALHOST does), for a controller outside the cluster.
+	hostOverride string
+
+	mu      sync.Mutex // held while loading, so one artifact is fetched once
+	engines map[string]*render.Engine
+	order   []string // keys, oldest first
+}
+
+// Engine returns the render engine for t: the built-in one, or, when the
+// Repository has spec.catalog, one that also holds the user's catalog from
+// the Flux source's current artifact.
+func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, error) {
+	cs := t.Repo.Spec.Catalog
+	if cs == nil {
+		return p.Engine, nil
+	}
+	ns := cs.Namespace
+	if ns == "" {
+		ns = t.Repo.Namespace
+	}
+	src := &unstructured.Unstructured{}
+	src.SetAPIVersion("source.toolkit.fluxcd.io/v1")
+	src.SetKind(cs.Kind)
+	ref := fmt.Sprintf("%s %s/%s", cs.Kind, ns, cs.Name)
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cs.Name}, src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("catalog source %s not found", ref)}
+		}
+		return nil, fmt.Errorf("get catalog source %s: %w", ref, err)
+	}
+	url, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "url")
+	digest, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "digest")
+	revision, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")
+	if url == "" || digest == "" {
+		return nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("catalog source %s has no artifact yet%s", ref, readyMessage(src))}
+	}
+	dir := cs.Path
+	if dir == "" {
+		dir = "."
+	}
+	e, err := p.catalogs.load(ctx, url, digest, dir)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s at %s: %w", ref, revision, err)
+	}
+	return e, nil
+}
+
+// readyMessage is "; " and the Ready condition's message of a Flux object,
+// or "".
+func readyMessage(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == scribev1.ReadyCondition {
+			if msg, _ := m["message"].(string); msg != "" {
+				return "; " + msg
+			}
+		}
+	}
+	return ""
+}
+
+// load returns the engine for the artifact at url with digest, reading the
+// catalog from dir inside it.
+func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.Engine, error) {
+	key := digest + "\x00" + dir
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.engines[key]; ok {
+		return e, nil
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("catalog dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(c.dir, "artifact-")
+	if err != nil {
+		return nil, fmt.Errorf("catalog dir: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	f := fetch.New(
+		fetch.WithRetries(2),
+		fetch.WithMaxDownloadSize(catalogMaxBytes),
+		fetch.WithUntar(tar.WithMaxUntarSize(catalogMaxBytes)),
+		fetch.WithHostnameOverwrite(c.hostOverride),
+		fetch.WithLogger(log.FromContext(ctx)),
+	)
+	if err := f.FetchWithContext(ctx, url, digest, tmp); err != nil {
+		if errors.Is(err, fetch.ErrFileNotFound) {
+			err = fmt.Errorf("artifact %s not found on the source server", digest)
+		}
+		return nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("download: %w", err)}
+	}
+	// Like Flux's securejoin: the path is resolved inside the artifact.
+	root := filepath.Join(tmp, filepath.Clean(filepath.Join("/", filepath.FromSlash(dir))))
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf("path %q is not a directory in the artifact", dir)}
+	}
+	e, err := render.New(render.WithCatalog(os.DirFS(root)))
+	if err != nil {
+		return nil, &reasonError{reason: ReasonCatalogInvalid, err: err}
+	}
+	if c.engines == nil {
+		c.engines = map[string]*render.Engine{}
+	}
+	c.engines[key] = e
+	c.order = append(c.order, key)
+	for len(c.order) > catalogEngines {
+		delete(c.engines, c.order[0])
+		c.order = c.order[1:]
+	}
+	return e, nil
+}
