@@ -26,8 +26,18 @@ demo: ## Boot the local loop (control plane, kwok, Flux, git server, Scribe), wa
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
 
 .PHONY: demo-up
-demo-up: ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C stops everything.
+demo-up: ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C or `make demo-down` stops everything.
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_UP=1 go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./test/e2e/
+
+DEMO_PID_FILE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/scribe/demo-up.pid
+
+.PHONY: demo-down
+demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): every process, no ports left open.
+	@f="$(DEMO_PID_FILE)"; pid=$$(cat "$$f" 2>/dev/null); \
+	if [ -z "$$pid" ] || ! kill -0 "$$pid" 2>/dev/null; then echo "no loop from make demo-up is running"; rm -f "$$f"; exit 0; fi; \
+	echo "stopping the loop (pid $$pid)"; kill -TERM "$$pid"; \
+	for i in $$(seq 1 120); do kill -0 "$$pid" 2>/dev/null || { rm -f "$$f"; echo "stopped"; exit 0; }; sleep 0.5; done; \
+	echo "the loop (pid $$pid) did not stop within 60 s"; exit 1
 
 .PHONY: test
 test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.

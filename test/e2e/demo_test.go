@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -16,8 +18,9 @@ import (
 )
 
 // TestDemo is `make demo`: it boots the loop, applies a Workload and a
-// hub-only Experiment, follows both until the Workload's canary has reached
-// 100% and the Experiment is Complete, and prints a summary.
+// hub-only Experiment, prints their progress live (phase, step, weights,
+// Scribe's commit, the revision Flux applied) until the Workload's canary
+// has reached 100% and the Experiment is Complete, and prints a summary.
 func TestDemo(t *testing.T) {
 	if os.Getenv("SCRIBE_DEMO") == "" {
 		t.Skip("make demo sets SCRIBE_DEMO=1")
@@ -25,38 +28,109 @@ func TestDemo(t *testing.T) {
 	start := time.Now()
 	ns := "demo"
 	s := newLoop(t, ns)
-	ctx := context.Background()
+	ctx, stopProgress := context.WithCancel(context.Background())
+	progressDone := make(chan struct{})
+	go func() { defer close(progressDone); printProgress(ctx, s, ns, "web", "gateway-tutorial") }()
+	t.Cleanup(func() { stopProgress(); <-progressDone })
 
-	exp := &scribev1.Experiment{
-		ObjectMeta: metav1.ObjectMeta{Name: "gateway-tutorial", Namespace: ns},
-		Spec: scribev1.ExperimentSpec{
-			Description: "demo services on the hub",
-			Targets: []scribev1.Target{
-				{Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Components: []scribev1.Component{{App: "demo-services"}}},
-			},
-		},
-	}
+	exp := hubExperiment(ns, "gateway-tutorial", "demo-services")
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
 	walkCanary(t, s, canaryWorkload(ns))
-	poll(t, 3*time.Minute, "the Experiment Complete", func() (bool, string) {
-		e := &scribev1.Experiment{}
-		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
-			return false, err.Error()
-		}
-		return e.Status.Phase == scribev1.ExperimentComplete, fmt.Sprintf("phase=%s revision=%.12s", e.Status.Phase, e.Status.Revision)
+	waitExperiment(t, s, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
+		return e.Status.Phase == scribev1.ExperimentComplete
 	})
+	stopProgress()
+	<-progressDone
 	work := t.TempDir()
 	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
 	log := publishtest.Git(t, work, "log", "--format=%h %s")
-	t.Logf("SUMMARY: loop up, Workload canary 10/50/100 applied by Flux and promoted, Experiment Complete, in %s.\nScribe's commits on %s:\n%s",
+	fmt.Printf("\nSUMMARY: the loop came up, the Workload's canary 10/50/100 was applied by Flux and promoted, and the Experiment is Complete (its component installed from the catalog repository), in %s.\nScribe's commits on %s:\n%s\n",
 		time.Since(start).Round(time.Second), RepoName, indent(log))
 	if os.Getenv("SCRIBE_DEMO_UP") != "" {
-		// make demo-up: leave the loop running for exploration.
-		fmt.Printf("\nThe loop stays up. Try:\n  KUBECONFIG=%s kubectl get workloads,experiments,kustomizations -A\n  git clone %s\nCtrl-C stops everything.\n", s.Kubeconfig, s.RepoURL)
+		// make demo-up: leave the loop running for exploration, until
+		// Ctrl-C or `make demo-down` (SIGTERM to the pid in the pid file).
+		pidFile := demoPIDFile()
+		if err := os.MkdirAll(filepath.Dir(pidFile), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("\nThe loop stays up. Try:\n  KUBECONFIG=%s kubectl get workloads,experiments,kustomizations -A\n  git clone %s\nCtrl-C here, or `make demo-down` elsewhere, stops everything.\n", s.Kubeconfig, s.RepoURL)
 		select {}
 	}
+}
+
+// demoPIDFile is where `make demo-up` records the process `make demo-down`
+// signals.
+func demoPIDFile() string {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "scribe", "demo-up.pid")
+}
+
+// printProgress prints one line whenever the Workload's or the Experiment's
+// state changes: phase, canary step and weights, Scribe's commit, and the
+// revision Flux last applied for it.
+func printProgress(ctx context.Context, s *Stack, ns, workload, experiment string) {
+	last := map[string]string{}
+	show := func(what, line string) {
+		if last[what] != line {
+			last[what] = line
+			fmt.Printf("%s  %-26s %s\n", time.Now().Format("15:04:05.0"), what, line)
+		}
+	}
+	applied := func(kind, name string) string {
+		ks := &kustomizev1.Kustomization{}
+		key := types.NamespacedName{Namespace: "flux-system", Name: strings.ToLower(kind) + "-" + ns + "-" + name}
+		if err := s.Client.Get(ctx, key, ks); err != nil {
+			return "-"
+		}
+		_, sha, _ := strings.Cut(ks.Status.LastAppliedRevision, "sha1:")
+		return short(sha)
+	}
+	for ctx.Err() == nil {
+		w := &scribev1.Workload{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: workload}, w); err == nil {
+			var weights []string
+			for _, tr := range w.Status.Traffic {
+				weights = append(weights, fmt.Sprintf("%s=%d%%", tr.Version, tr.Weight))
+			}
+			show("Workload "+ns+"/"+workload, fmt.Sprintf("phase=%-11s step=%-2d weights=%-16s commit=%-7s applied=%s",
+				w.Status.Phase, w.Status.Step, strings.Join(weights, ","), short(w.Status.Revision), applied(scribev1.WorkloadKind, workload)))
+		}
+		e := &scribev1.Experiment{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: experiment}, e); err == nil {
+			var comps []string
+			for _, ts := range e.Status.Targets {
+				for _, c := range ts.Components {
+					comps = append(comps, fmt.Sprintf("%s/%s ready=%v", ts.Name, c.Name, c.Ready))
+				}
+			}
+			show("Experiment "+ns+"/"+experiment, fmt.Sprintf("phase=%-12s commit=%-7s applied=%-7s %s",
+				e.Status.Phase, short(e.Status.Revision), applied(scribev1.ExperimentKind, experiment), strings.Join(comps, " ")))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// short is the 7-character form of a commit, or "-".
+func short(sha string) string {
+	if sha == "" {
+		return "-"
+	}
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
 }
 
 func indent(s string) string {

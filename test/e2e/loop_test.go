@@ -81,12 +81,15 @@ func poll(t *testing.T, limit time.Duration, what string, cond func() (bool, str
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	last := ""
+	// make demo prints its own progress lines; the states polled are
+	// printed only when a wait times out.
+	quiet := os.Getenv("SCRIBE_DEMO") != ""
 	for time.Now().Before(deadline) {
 		ok, state := cond()
 		if ok {
 			return
 		}
-		if state != last {
+		if state != last && !quiet {
 			t.Logf("waiting for %s: %s", what, state)
 		}
 		last = state
