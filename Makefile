@@ -42,11 +42,7 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 .PHONY: test
 test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
 	KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
-	@# The e2e loop runs real processes on a 2-core machine; one failed run in
-	@# four was seen under load (cause not found yet): a failure is retried
-	@# once and reported, a second failure fails the build.
-	SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/ || \
-	  { echo "make test: the e2e loop failed once; retrying (see the note on flakes in README)"; SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -v -timeout 30m ./test/e2e/; }
+	SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
 
 .PHONY: test-e2e
 test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.

@@ -172,7 +172,7 @@ func TestEngineForReadsTheFluxSource(t *testing.T) {
 	}
 	withArtifact := &sourcev1.GitRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "catalog", Namespace: "flux-system"},
-		Status: sourcev1.GitRepositoryStatus{Artifact: &meta.Artifact{URL: srv.URL + "/good.tar.gz", Digest: digest, Revision: "main@sha1:0123"}},
+		Status:     sourcev1.GitRepositoryStatus{Artifact: &meta.Artifact{URL: srv.URL + "/good.tar.gz", Digest: digest, Revision: "main@sha1:0123"}},
 	}
 	noArtifact := &sourcev1.GitRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "cloning", Namespace: "flux-system"},

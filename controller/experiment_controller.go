@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -750,43 +749,16 @@ func (r *ExperimentReconciler) render(ctx context.Context, e *scribev1.Experimen
 	return b, nil
 }
 
-// finalize publishes the removal of the Experiment's paths and releases the
-// finalizer once the applier has pruned its per-CR sync object.
+// finalize commits the Experiment's removal and releases the finalizer
+// once the applier has pruned it. The phase enum has no Deleting:
+// Reconciling=Pruning records that the removal is committed.
 func (r *ExperimentReconciler) finalize(ctx context.Context, e *scribev1.Experiment) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(e, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	t, err := r.Publisher.Target(ctx, e.Namespace, e.Spec.RepositoryRef, false)
-	if err != nil {
-		var re *reasonError
-		if errors.As(err, &re) && re.reason == ReasonRepositoryNotFound {
-			// Nowhere to delete from: nothing Scribe wrote can be pruned.
-			controllerutil.RemoveFinalizer(e, Finalizer)
-			return ctrl.Result{}, nil
-		}
-		return r.fail(e, err)
-	}
-	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.ExperimentKind, Namespace: e.Namespace, Name: e.Name}
-	sync := syncIdentity(t, e.Status.GeneratedResources, src)
-	// The phase enum has no Deleting: Reconciling=Pruning records that the
-	// removal is committed. Publishing it again after a restart is a no-op.
-	if conditions.GetReason(e, scribev1.ReconcilingCondition) != ReasonPruning {
-		res, err := r.Publisher.Publish(ctx, t, publish.DeleteFor(src, e.Generation), sync)
-		if err != nil {
-			return r.fail(e, err)
-		}
-		e.Status.Revision = res.Commit
-		log.FromContext(ctx).Info("removed from git", "revision", res.Revision, "changed", res.Changed)
-		r.event(e, corev1.EventTypeNormal, "Deleting", "removed from Git at %s; waiting for the applier to prune", shortRev(res.Commit))
-	}
-	gone, err := r.Publisher.SyncGone(ctx, t, sync)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("read applier object %s/%s: %w", sync.Namespace, sync.Name, err)
-	}
-	if !gone {
-		conditions.MarkReconciling(e, ReasonPruning, "waiting for %s/%s to be pruned", sync.Namespace, sync.Name)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	controllerutil.RemoveFinalizer(e, Finalizer)
-	return ctrl.Result{}, nil
+	return r.Publisher.finalize(ctx, removal{
+		obj: e, kind: scribev1.ExperimentKind, repo: e.Spec.RepositoryRef, generated: e.Status.GeneratedResources,
+		committed: conditions.GetReason(e, scribev1.ReconcilingCondition) == ReasonPruning,
+		record:    func(commit string) { e.Status.Revision = commit },
+		fail:      func(err error) (ctrl.Result, error) { return r.fail(e, err) },
+		event:     func(typ, reason, format string, args ...any) { r.event(e, typ, reason, format, args...) },
+		poll:      r.Poll,
+	})
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -589,41 +588,20 @@ func (r *WorkloadReconciler) deployments(ctx context.Context, w *scribev1.Worklo
 	return health.Aggregate(vs...)
 }
 
+// finalize commits the Workload's removal (phase Deleting records it) and
+// releases the finalizer once the applier has pruned it.
 func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(w, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	t, err := r.Publisher.Target(ctx, w.Namespace, w.Spec.RepositoryRef, false)
-	if err != nil {
-		var re *reasonError
-		if errors.As(err, &re) && re.reason == ReasonRepositoryNotFound {
-			// Nowhere to delete from: nothing Scribe wrote can be pruned.
-			controllerutil.RemoveFinalizer(w, Finalizer)
-			return ctrl.Result{}, nil
-		}
-		return r.fail(w, err)
-	}
-	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
-	sync := syncIdentity(t, w.Status.GeneratedResources, src)
-	if w.Status.Phase != scribev1.WorkloadDeleting {
-		res, err := r.Publisher.Publish(ctx, t, publish.DeleteFor(src, w.Generation), sync)
-		if err != nil {
-			return r.fail(w, err)
-		}
-		w.Status.Phase = scribev1.WorkloadDeleting
-		w.Status.Revision = res.Commit
-		r.event(w, corev1.EventTypeNormal, "Deleting", "removed from Git at %s; waiting for the applier to prune", shortRev(res.Commit))
-	}
-	gone, err := r.Publisher.SyncGone(ctx, t, sync)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !gone {
-		conditions.MarkReconciling(w, ReasonPruning, "waiting for %s/%s to be pruned", sync.Namespace, sync.Name)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	controllerutil.RemoveFinalizer(w, Finalizer)
-	return ctrl.Result{}, nil
+	return r.Publisher.finalize(ctx, removal{
+		obj: w, kind: scribev1.WorkloadKind, repo: w.Spec.RepositoryRef, generated: w.Status.GeneratedResources,
+		committed: w.Status.Phase == scribev1.WorkloadDeleting,
+		record: func(commit string) {
+			w.Status.Phase = scribev1.WorkloadDeleting
+			w.Status.Revision = commit
+		},
+		fail:  func(err error) (ctrl.Result, error) { return r.fail(w, err) },
+		event: func(typ, reason, format string, args ...any) { r.event(w, typ, reason, format, args...) },
+		poll:  r.Poll,
+	})
 }
 
 func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
@@ -740,13 +718,4 @@ func generated(t *Target, b *render.Bundle) *scribev1.GeneratedResources {
 		g.Path = p + "/" + b.Dir
 	}
 	return g
-}
-
-// syncIdentity finds the applier object among the generated resources, or
-// falls back to render's naming.
-func syncIdentity(t *Target, g *scribev1.GeneratedResources, src scribev1.ObjectIdentity) scribev1.ObjectIdentity {
-	if g != nil && len(g.Objects) > 0 {
-		return g.Objects[0]
-	}
-	return scribev1.ObjectIdentity{Namespace: t.Input.Applier.Namespace, Name: strings.ToLower(src.Kind) + "-" + src.Namespace + "-" + src.Name}
 }

@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/publish"
+)
+
+// removal is a Workload or Experiment being deleted, and how its reconciler
+// records what happened.
+type removal struct {
+	obj interface {
+		client.Object
+		conditions.Setter
+	}
+	kind      string
+	repo      *scribev1.LocalObjectReference
+	generated *scribev1.GeneratedResources
+	// committed says the removal commit is already recorded in status
+	// (publishing it again after a restart would be a no-op anyway).
+	committed bool
+	// record stores the removal commit in status.
+	record func(commit string)
+	// fail records an error in the object's conditions.
+	fail  func(error) (ctrl.Result, error)
+	event func(typ, reason, format string, args ...any)
+	poll  time.Duration
+}
+
+// finalize publishes the removal of a custom resource's paths once and
+// releases its finalizer when the applier has pruned its per-CR sync object.
+// With its Repository gone there is nowhere to delete from, and nothing
+// Scribe wrote can be pruned: the finalizer goes at once.
+func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, error) {
+	obj := rm.obj
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	t, err := p.Target(ctx, obj.GetNamespace(), rm.repo, false)
+	if err != nil {
+		var re *reasonError
+		if errors.As(err, &re) && re.reason == ReasonRepositoryNotFound {
+			controllerutil.RemoveFinalizer(obj, Finalizer)
+			return ctrl.Result{}, nil
+		}
+		return rm.fail(err)
+	}
+	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: rm.kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	sync := syncIdentity(t, rm.generated, src)
+	if !rm.committed {
+		res, err := p.Publish(ctx, t, publish.DeleteFor(src, obj.GetGeneration()), sync)
+		if err != nil {
+			return rm.fail(err)
+		}
+		rm.record(res.Commit)
+		log.FromContext(ctx).Info("removed from git", "revision", res.Revision, "changed", res.Changed)
+		rm.event(corev1.EventTypeNormal, "Deleting", "removed from Git at %s; waiting for the applier to prune", shortRev(res.Commit))
+	}
+	gone, err := p.SyncGone(ctx, t, sync)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read applier object %s/%s: %w", sync.Namespace, sync.Name, err)
+	}
+	if !gone {
+		conditions.MarkReconciling(obj, ReasonPruning, "waiting for %s/%s to be pruned", sync.Namespace, sync.Name)
+		return ctrl.Result{RequeueAfter: rm.poll}, nil
+	}
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	return ctrl.Result{}, nil
+}
+
+// syncIdentity finds the applier object among the generated resources, or
+// falls back to render's naming.
+func syncIdentity(t *Target, g *scribev1.GeneratedResources, src scribev1.ObjectIdentity) scribev1.ObjectIdentity {
+	if g != nil && len(g.Objects) > 0 {
+		return g.Objects[0]
+	}
+	return scribev1.ObjectIdentity{Namespace: t.Input.Applier.Namespace, Name: strings.ToLower(src.Kind) + "-" + src.Namespace + "-" + src.Name}
+}
