@@ -77,8 +77,9 @@ update-golden: ## Rewrite golden files from the current templates.
 	go test ./render/... ./cmd/... -update
 
 .PHONY: bench
-bench: ## Run Go benchmarks (render, publish; the first run generates a 100k-commit repository into the cache).
+bench: ## Run Go benchmarks (render, publish, catalog loading; the first run generates a 100k-commit repository into the cache).
 	go test -run '^$$' -bench . -benchmem ./render/... ./publish/...
+	go test -run '^$$' -bench Catalog -benchmem ./controller/
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.

@@ -34,7 +34,7 @@ entries: "demo-services": {
 `
 
 // artifact is a Flux artifact: a tar.gz of files, and its sha256 digest.
-func artifact(t *testing.T, files map[string]string) ([]byte, string) {
+func artifact(t testing.TB, files map[string]string) ([]byte, string) {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -210,6 +210,23 @@ func TestEngineForReadsTheFluxSource(t *testing.T) {
 		_, err := p.EngineFor(context.Background(), repo(tt.cs))
 		if err == nil || reasonOf(err) != ReasonCatalogNotReady || !strings.Contains(err.Error(), tt.message) {
 			t.Errorf("%s/%s: %v (reason %s); want CatalogNotReady containing %q", tt.cs.Namespace, tt.cs.Name, err, reasonOf(err), tt.message)
+		}
+	}
+}
+
+// BenchmarkCatalogLoad measures what a new catalog artifact costs the
+// controller once: download, digest check, untar and a render engine with
+// the user catalog. Later renders reuse the engine.
+func BenchmarkCatalogLoad(b *testing.B) {
+	blob, digest := artifact(b, map[string]string{"catalog/entries.cue": userCatalog})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(blob) }))
+	defer srv.Close()
+	dir := b.TempDir()
+	b.ReportAllocs()
+	for b.Loop() {
+		c := &catalogs{dir: dir}
+		if _, err := c.load(context.Background(), srv.URL+"/a.tar.gz", digest, "./catalog"); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
