@@ -44,6 +44,10 @@ test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integr
 	KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
 	SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
 
+.PHONY: test-race
+test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.
+	go test -race -count=1 -timeout 30m ./render/ ./controller/health/
+
 .PHONY: test-e2e
 test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.
 	SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -v -timeout 60m ./test/e2e/

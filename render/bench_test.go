@@ -14,7 +14,7 @@ import (
 	"github.com/scribe-gitops/scribe/render"
 )
 
-func loadFixture(b *testing.B, name string) map[string]any {
+func loadFixture(b testing.TB, name string) map[string]any {
 	data, err := os.ReadFile(filepath.Join(fixturesDir, "valid", name))
 	if err != nil {
 		b.Fatal(err)
