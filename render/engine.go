@@ -36,6 +36,7 @@ type Engine struct {
 	entrySchema     cue.Value
 	validators      map[string]*crValidator // by "group/version/Kind"
 	templateVersion string
+	valid           validCache // objects already checked against their schema
 }
 
 // Option configures an Engine.
