@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/fluxcd/pkg/http/fetch"
@@ -140,7 +142,9 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		return nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf("path %q is not a directory in the artifact", dir)}
 	}
-	e, err := render.New(render.WithCatalog(os.DirFS(root)))
+	// Errors name the catalog's files by their path in the source.
+	name := "./" + strings.TrimPrefix(path.Clean("/"+dir), "/")
+	e, err := render.New(render.WithCatalog(name, os.DirFS(root)))
 	if err != nil {
 		return nil, &reasonError{reason: ReasonCatalogInvalid, err: err}
 	}

@@ -8,6 +8,7 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -43,15 +44,21 @@ type Engine struct {
 type Option func(*engineOptions)
 
 type engineOptions struct {
-	catalogs []fs.FS
+	catalogs     []fs.FS
+	catalogNames []string
 }
 
 // WithCatalog adds a user catalog: a file system whose top-level *.cue files
 // form a CUE package `catalog` with `entries: <name>: {...}` (see the
 // built-in catalog for the shape). Entries of later catalogs take precedence
-// over earlier ones and over the built-in catalog.
-func WithCatalog(fsys fs.FS) Option {
-	return func(o *engineOptions) { o.catalogs = append(o.catalogs, fsys) }
+// over earlier ones and over the built-in catalog. name says where the
+// catalog comes from (a directory, a Flux source): errors in its files are
+// reported under it.
+func WithCatalog(name string, fsys fs.FS) Option {
+	return func(o *engineOptions) {
+		o.catalogs = append(o.catalogs, fsys)
+		o.catalogNames = append(o.catalogNames, name)
+	}
 }
 
 // New loads the embedded templates, schemas, catalog and CRDs.
@@ -60,6 +67,24 @@ func New(opts ...Option) (*Engine, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	e, err := newEngine(o)
+	if err != nil {
+		// Name user catalog files as the user knows them, not by their
+		// place in the engine's overlay.
+		msg := err.Error()
+		for i, name := range o.catalogNames {
+			msg = strings.ReplaceAll(msg, userCatalogDir(i)+"/", strings.TrimSuffix(name, "/")+"/")
+			msg = strings.ReplaceAll(msg, fmt.Sprintf("catalog %d:", i), fmt.Sprintf("catalog %s:", name))
+		}
+		return nil, errors.New(msg)
+	}
+	return e, nil
+}
+
+// userCatalogDir is where user catalog i sits in the overlay.
+func userCatalogDir(i int) string { return path.Join(overlayRoot, fmt.Sprintf("usercatalog%d", i)) }
+
+func newEngine(o engineOptions) (*Engine, error) {
 	overlay := map[string]load.Source{
 		path.Join(overlayRoot, "cue.mod/module.cue"): load.FromString("module: \"scribe.dev/templates@v0\"\nlanguage: version: \"v0.17.0\"\n"),
 	}
@@ -72,7 +97,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	var userDirs []string
 	for i, c := range o.catalogs {
-		dir := path.Join(overlayRoot, fmt.Sprintf("usercatalog%d", i))
+		dir := userCatalogDir(i)
 		if err := addOverlay(overlay, c, dir, nil); err != nil {
 			return nil, fmt.Errorf("catalog %d: %w", i, err)
 		}

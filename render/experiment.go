@@ -166,8 +166,10 @@ func (e *Engine) resolveComponent(kind, name string, params any, namePath, param
 	if err != nil {
 		return nil, []FieldError{{Path: paramsPath, Message: fmt.Sprintf("component %q: %v", name, err)}}
 	}
+	// Through #Entry, so a user catalog's entries get the schema's defaults
+	// (an OCI source's path) as the built-in ones do.
 	var entryMap map[string]any
-	raw, err = entry.MarshalJSON()
+	raw, err = e.entrySchema.Unify(entry).MarshalJSON()
 	if err == nil {
 		err = utiljson.Unmarshal(raw, &entryMap)
 	}

@@ -77,7 +77,7 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 		if _, err := os.Stat(c); err != nil {
 			return nil, fmt.Errorf("--catalog: %w", err)
 		}
-		opts = append(opts, render.WithCatalog(os.DirFS(c)))
+		opts = append(opts, render.WithCatalog(c, os.DirFS(c)))
 	}
 	engine, err := render.New(opts...)
 	if err != nil {

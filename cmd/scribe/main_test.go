@@ -120,3 +120,78 @@ func TestValidateReportsEveryFileAndArgoCDNeedsARepoURL(t *testing.T) {
 		t.Fatalf("ArgoCD without --repo-url: exit %d: %s", code, stderr)
 	}
 }
+
+// TestRenderWithUserCatalog: --catalog adds entries and overrides built-in
+// ones; a catalog whose entry breaks the entry schema is bad input (exit 2)
+// and the error names the user's file, not the engine's copy of it.
+func TestRenderWithUserCatalog(t *testing.T) {
+	experiment := filepath.Join(t.TempDir(), "exp.yaml")
+	if err := os.WriteFile(experiment, []byte(`apiVersion: scribe.dev/v1alpha1
+kind: Experiment
+metadata: {name: tutorial, namespace: lab}
+spec:
+  targets:
+  - name: app
+    cluster: {type: hub}
+    components: [{app: demo-services}, {app: team-cache}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		catalog string
+		code    int
+		want    []string // in stdout for exit 0, in stderr otherwise
+		notWant string
+	}{
+		{
+			name: "entries are added and override the built-in ones",
+			catalog: `package catalog
+
+entries: {
+	"demo-services": {kind: "app", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: tag: "v2.0.0", path: "./apps/demo"}, #Params: {}}
+	"team-cache": {kind: "app", namespace: "cache", source: {type: "oci", url: "oci://registry.example.com/team/cache", tag: "1.2.3"}, #Params: {}}
+}
+`,
+			code: exitOK,
+			want: []string{"url: https://git.example.com/platform/catalog", "url: oci://registry.example.com/team/cache", "targetNamespace: cache"},
+		},
+		{
+			name: "an entry breaking the entry schema names the user's file",
+			catalog: `package catalog
+
+entries: "team-cache": {kind: "app", source: {type: "ftp", url: "ftp://x"}, #Params: {}}
+`,
+			code:    exitError,
+			want:    []string{`entry "team-cache"`, "entries.cue:3:"},
+			notWant: "usercatalog",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "entries.cue"), []byte(tt.catalog), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := scribe(t, "render", "-f", experiment, "--catalog", dir)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			out := stdout
+			if code != exitOK {
+				out = stderr
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tt.notWant != "" && strings.Contains(out, tt.notWant) {
+				t.Errorf("output names %q:\n%s", tt.notWant, out)
+			}
+			if code != exitOK && !strings.Contains(stderr, dir) {
+				t.Errorf("error does not name the catalog directory %s:\n%s", dir, stderr)
+			}
+		})
+	}
+}
