@@ -53,11 +53,8 @@ func Delivery(u, src *unstructured.Unstructured) Verdict {
 	o := content(u)
 	group, kind, subj := identity(u)
 	v := Verdict{Subject: subj}
-	if o == nil {
-		return pending(v, ReasonNotFound, "not created yet")
-	}
-	if str(o, "metadata", "deletionTimestamp") != "" {
-		return pending(v, ReasonTerminating, "object is being deleted")
+	if gone, ok := absent(o, v); ok {
+		return gone
 	}
 	switch {
 	case group == groupFluxKustomize && kind == "Kustomization":

@@ -52,11 +52,8 @@ func Object(u *unstructured.Unstructured) Verdict {
 	o := content(u)
 	group, kind, subj := identity(u)
 	v := Verdict{Subject: subj}
-	if o == nil {
-		return pending(v, ReasonNotFound, "object not found")
-	}
-	if str(o, "metadata", "deletionTimestamp") != "" {
-		return pending(v, ReasonTerminating, "object is being deleted")
+	if gone, ok := absent(o, v); ok {
+		return gone
 	}
 	switch {
 	case group == groupArgo && kind == kindWorkflow:
@@ -69,6 +66,18 @@ func Object(u *unstructured.Unstructured) Verdict {
 		return crossplane(v, o)
 	}
 	return computeKstatus(v, u)
+}
+
+// absent is the Pending verdict of an object that does not exist (yet) or is
+// being deleted; ok is false for any other object.
+func absent(o map[string]any, v Verdict) (Verdict, bool) {
+	switch {
+	case o == nil:
+		return pending(v, ReasonNotFound, "not created yet"), true
+	case str(o, "metadata", "deletionTimestamp") != "":
+		return pending(v, ReasonTerminating, "object is being deleted"), true
+	}
+	return v, false
 }
 
 // Deployment is Object for a typed Deployment.
