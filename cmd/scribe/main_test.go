@@ -115,6 +115,14 @@ func TestValidateReportsEveryFileAndArgoCDNeedsARepoURL(t *testing.T) {
 	if code != exitOK || strings.Count(stdout, ": valid (") != 7 {
 		t.Fatalf("validate: exit %d\n%s%s", code, stdout, stderr)
 	}
+	// The demo's CRs (make demo applies them) are valid offline too.
+	// (Each on its own: workload-v2.yaml is the next version of workload.yaml.)
+	for _, f := range []string{"workload.yaml", "workload-v2.yaml", "experiment.yaml"} {
+		code, stdout, stderr = scribe(t, "validate", "-f", filepath.Join(fixtures, "demo", f))
+		if code != exitOK || strings.Count(stdout, ": valid (") != 1 {
+			t.Fatalf("validate fixtures/demo/%s: exit %d\n%s%s", f, code, stdout, stderr)
+		}
+	}
 	code, _, stderr = scribe(t, "render", "-f", filepath.Join(fixtures, "valid"), "--applier", "ArgoCD")
 	if code != exitError || !strings.Contains(stderr, "--repo-url is required") {
 		t.Fatalf("ArgoCD without --repo-url: exit %d: %s", code, stderr)

@@ -12,6 +12,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/publish/publishtest"
@@ -33,11 +34,19 @@ func TestDemo(t *testing.T) {
 	go func() { defer close(progressDone); printProgress(ctx, s, ns, "web", "gateway-tutorial") }()
 	t.Cleanup(func() { stopProgress(); <-progressDone })
 
-	exp := hubExperiment(ns, "gateway-tutorial", "demo-services")
+	// The CRs a user would kubectl apply: fixtures/demo.
+	exp := &scribev1.Experiment{}
+	readFixture(t, "experiment.yaml", exp)
+	w, wV2 := &scribev1.Workload{}, &scribev1.Workload{}
+	readFixture(t, "workload.yaml", w)
+	readFixture(t, "workload-v2.yaml", wV2)
+	if exp.Namespace != ns || w.Namespace != ns || len(wV2.Spec.Versions) != len(w.Spec.Versions)+1 {
+		t.Fatalf("fixtures/demo: want CRs in namespace %s and workload-v2.yaml to add one version to workload.yaml", ns)
+	}
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
-	walkCanary(t, s, canaryWorkload(ns))
+	walkCanary(t, s, w, wV2.Spec.Versions[len(wV2.Spec.Versions)-1])
 	waitExperiment(t, s, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
 		return e.Status.Phase == scribev1.ExperimentComplete
 	})
@@ -58,8 +67,22 @@ func TestDemo(t *testing.T) {
 		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("\nThe loop stays up. Try:\n  KUBECONFIG=%s kubectl get workloads,experiments,kustomizations -A\n  git clone %s\nCtrl-C here, or `make demo-down` elsewhere, stops everything.\n", s.Kubeconfig, s.RepoURL)
+		fmt.Printf("\nThe loop stays up. Try:\n  export KUBECONFIG=%s\n  kubectl get workloads,experiments,kustomizations -A\n"+
+			"  kubectl apply -f fixtures/demo/workload-v2.yaml   # after adding a v3 to it: another canary\n  git clone %s\n"+
+			"Ctrl-C here, or `make demo-down` elsewhere, stops everything.\n", s.Kubeconfig, s.RepoURL)
 		select {}
+	}
+}
+
+// readFixture decodes fixtures/demo/<name> strictly into obj.
+func readFixture(t *testing.T, name string, obj any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(), "fixtures", "demo", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("fixtures/demo/%s: %v", name, err)
 	}
 }
 

@@ -174,12 +174,12 @@ func canaryWorkload(ns string) *scribev1.Workload {
 func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
 	ns := "demo"
 	s := newLoop(t, ns)
-	walkCanary(t, s, canaryWorkload(ns))
+	walkCanary(t, s, canaryWorkload(ns), scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
 }
 
 // walkCanary creates w, waits for v1, adds v2 and follows the canary in the
 // applied HTTPRoute until v2 is stable.
-func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload) {
+func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload, v2 scribev1.Version) {
 	t.Helper()
 	ctx := context.Background()
 	ns := w.Namespace
@@ -199,9 +199,7 @@ func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload) {
 		t.Fatalf("applied HTTPRoute routes %q", r)
 	}
 
-	updateWorkload(t, s, ns, func(w *scribev1.Workload) {
-		w.Spec.Versions = append(w.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
-	})
+	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, v2) })
 	for i, want := range []string{"web-v1=90,web-v2=10", "web-v1=50,web-v2=50", "web-v1=0,web-v2=100"} {
 		poll(t, 3*time.Minute, fmt.Sprintf("step %d applied in the cluster", i+1), func() (bool, string) {
 			r := routeWeights(ctx, s, ns, "web")
