@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/scribe-gitops/scribe/publish"
 	"github.com/scribe-gitops/scribe/render"
@@ -150,5 +151,36 @@ func TestRenderedTreesBuildWithKustomize(t *testing.T) {
 		if got, want := len(res.Resources()), len(b.Objects); got != want {
 			t.Errorf("%s: kustomize built %d objects, the bundle lists %d", file, got, want)
 		}
+	}
+}
+
+// TestRenderAcceptsNumbersAsEncodingJSONDecodesThem: a library caller may
+// decode a CR with encoding/json or sigs.k8s.io/yaml into map[string]any,
+// where every number is a float64; it renders exactly as the same CR read
+// from the API server (integers as int64).
+func TestRenderAcceptsNumbersAsEncodingJSONDecodesThem(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range validFixtures(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			want := renderFile(t, e, file)
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]any
+			if err := sigsyaml.Unmarshal(data, &obj); err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Render(context.Background(), render.Input{Object: obj, Publish: render.DefaultPublish()})
+			if err != nil {
+				t.Fatalf("render with float64 numbers: %v", err)
+			}
+			if got.Digest != want.Digest {
+				t.Fatalf("digest %s with float64 numbers, %s with int64", got.Digest, want.Digest)
+			}
+		})
 	}
 }

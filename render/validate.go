@@ -2,8 +2,10 @@ package render
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"sort"
 
@@ -101,9 +103,31 @@ func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldE
 	return out
 }
 
-// deepCopyJSON copies a JSON-shaped value.
+// deepCopyJSON copies a JSON-shaped value. Numbers come out as the API
+// server decodes them: whole numbers as int64, others as float64, so an
+// input decoded by encoding/json (every number a float64) validates and
+// renders exactly as one read from the cluster.
 func deepCopyJSON(v any) any {
 	switch t := v.(type) {
+	case float64:
+		if t == math.Trunc(t) && t >= math.MinInt64 && t < math.MaxInt64 {
+			return int64(t)
+		}
+		return t
+	case float32:
+		return deepCopyJSON(float64(t))
+	case int:
+		return int64(t)
+	case int32:
+		return int64(t)
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		if f, err := t.Float64(); err == nil {
+			return f
+		}
+		return t.String()
 	case map[string]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
