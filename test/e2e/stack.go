@@ -111,6 +111,9 @@ func freePort() (string, error) {
 func Start(t testing.TB) *Stack {
 	t.Helper()
 	s := &Stack{Dir: t.TempDir(), logf: t.Logf}
+	// Runs after stop and before the TempDir goes: a failed test keeps its
+	// logs (every process's, Scribe's included) for inspection.
+	t.Cleanup(func() { s.keepLogsOnFailure(t) })
 	t.Cleanup(s.stop)
 	// Ctrl-C (or SIGTERM) stops the whole loop, envtest's etcd and
 	// kube-apiserver included, before the process exits.
@@ -195,7 +198,12 @@ func (s *Stack) start(t testing.TB) error {
 		"--kubeconfig="+s.Kubeconfig, "--authentication-kubeconfig="+s.Kubeconfig, "--authorization-kubeconfig="+s.Kubeconfig,
 		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
 		"--leader-elect=false", "--controllers=*", "--bind-address=127.0.0.1", "--secure-port="+kcmPort,
-		"--use-service-account-credentials=false"); err != nil {
+		"--use-service-account-credentials=false",
+		// The fake node never fails; under heavy load kwok's lease renewals
+		// (every 10 s of a 40 s lease) may still lag. A long grace period
+		// keeps a slow machine from marking the node, and so every pod,
+		// not ready for good.
+		"--node-monitor-grace-period=10m"); err != nil {
 		return err
 	}
 	if err := s.run("kube-scheduler", filepath.Join(cp, "kube-scheduler"), nil,
@@ -300,6 +308,31 @@ func (s *Stack) Adopt(cmd *exec.Cmd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.procs = append(s.procs, cmd)
+}
+
+// keepLogsOnFailure copies the stack's logs of a failed test to
+// $SCRIBE_E2E_LOGS (default <tmp>/scribe-e2e-logs)/<test>-<time> and prints
+// where, with the tail of Scribe's log.
+func (s *Stack) keepLogsOnFailure(t testing.TB) {
+	if !t.Failed() {
+		return
+	}
+	root := os.Getenv("SCRIBE_E2E_LOGS")
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "scribe-e2e-logs")
+	}
+	dst := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_")+"-"+time.Now().Format("150405"))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Logf("keep logs: %v", err)
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(s.Dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+		}
+	}
+	t.Logf("the loop's logs are kept in %s; the tail of Scribe's:\n%s", dst, s.Logs("scribe", 30))
 }
 
 // Logs returns the tail of a process's log, for failure messages.
