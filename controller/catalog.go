@@ -53,7 +53,7 @@ type catalogs struct {
 	order   []string // keys, oldest first
 }
 
-// Engine returns the render engine for t: the built-in one, or, when the
+// EngineFor returns the render engine for t: the built-in one, or, when the
 // Repository has spec.catalog, one that also holds the user's catalog from
 // the Flux source's current artifact.
 func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, error) {
@@ -64,6 +64,13 @@ func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, e
 	ns := cs.Namespace
 	if ns == "" {
 		ns = t.Repo.Namespace
+	}
+	if p.NoCrossNamespaceRefs && ns != t.Repo.Namespace {
+		// As Flux's --no-cross-namespace-refs: a tenant reads only its own
+		// namespace's sources.
+		return nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf(
+			"catalog source %s %s/%s is in another namespace than Repository %s/%s, and cross-namespace references are disabled",
+			cs.Kind, ns, cs.Name, t.Repo.Namespace, t.Repo.Name)}
 	}
 	src := &unstructured.Unstructured{}
 	src.SetAPIVersion("source.toolkit.fluxcd.io/v1")

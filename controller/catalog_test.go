@@ -200,6 +200,12 @@ func TestEngineForReadsTheFluxSource(t *testing.T) {
 	if got := renderedSourceURL(t, e); got != "https://git.example.com/platform/catalog" {
 		t.Fatalf("demo-services renders from %q", got)
 	}
+	p.NoCrossNamespaceRefs = true
+	if _, err := p.EngineFor(context.Background(), repo(&scribev1.CatalogSource{Kind: "GitRepository", Name: "catalog", Namespace: "flux-system"})); err == nil ||
+		reasonOf(err) != ReasonCatalogInvalid || !strings.Contains(err.Error(), "cross-namespace references are disabled") {
+		t.Errorf("cross-namespace catalog with --no-cross-namespace-refs: %v", err)
+	}
+	p.NoCrossNamespaceRefs = false
 	for _, tt := range []struct {
 		cs      *scribev1.CatalogSource
 		message string

@@ -94,6 +94,9 @@ type Publisher struct {
 	Metrics *Metrics
 	// NoNudge disables the reconcile request after a push.
 	NoNudge bool
+	// NoCrossNamespaceRefs refuses a Repository's spec.catalog in another
+	// namespace than the Repository's.
+	NoCrossNamespaceRefs bool
 
 	catalogs catalogs
 

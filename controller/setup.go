@@ -64,6 +64,10 @@ type Options struct {
 	// are downloaded, like kustomize-controller's SOURCE_CONTROLLER_LOCALHOST
 	// (for a controller running outside the cluster).
 	SourceHost string
+	// NoCrossNamespaceRefs: a Repository's spec.catalog may only name a
+	// Flux source in the Repository's own namespace (multi-tenancy, as
+	// Flux's --no-cross-namespace-refs).
+	NoCrossNamespaceRefs bool
 }
 
 // Setup registers Scribe's reconcilers with mgr and returns the Publisher
@@ -98,6 +102,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
 		NoNudge:    opts.NoNudge,
+
+		NoCrossNamespaceRefs: opts.NoCrossNamespaceRefs,
 	}
 	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
 	p.catalogs.hostOverride = opts.SourceHost

@@ -49,6 +49,7 @@ type controllerFlags struct {
 	watchLabelSelector      string
 	dataDir                 string
 	pollInterval            time.Duration
+	noCrossNamespaceRefs    bool
 	gcpProject              string
 	kubeconfig              string
 }
@@ -65,6 +66,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.watchNamespaces, "watch-namespaces", nil, "comma-separated namespaces to watch (default all); when set, it must include the applier's namespace (flux-system or argocd)")
 	fl.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "reconcile only custom resources matching this label selector, to shard across instances (e.g. "+controller.ShardLabel+"=shard1)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the Git caches (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/controller)")
+	fl.BoolVar(&f.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "refuse a Repository's spec.catalog that names a Flux source in another namespace (multi-tenancy, as in Flux)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
@@ -220,7 +222,8 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		HTTPClient:    &http.Client{Timeout: 30 * time.Second},
 		// As in kustomize-controller: artifact URLs name source-controller's
 		// in-cluster Service; outside the cluster this host replaces it.
-		SourceHost: os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
+		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
+		NoCrossNamespaceRefs: f.noCrossNamespaceRefs,
 	}); err != nil {
 		return err
 	}
