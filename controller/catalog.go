@@ -57,9 +57,16 @@ type catalogs struct {
 // Repository has spec.catalog, one that also holds the user's catalog from
 // the Flux source's current artifact.
 func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, error) {
+	e, _, err := p.catalogFor(ctx, t)
+	return e, err
+}
+
+// catalogFor is EngineFor, also saying which artifact the catalog came from
+// (nil without spec.catalog).
+func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, *scribev1.CatalogStatus, error) {
 	cs := t.Repo.Spec.Catalog
 	if cs == nil {
-		return p.Engine, nil
+		return p.Engine, nil, nil
 	}
 	ns := cs.Namespace
 	if ns == "" {
@@ -68,7 +75,7 @@ func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, e
 	if p.NoCrossNamespaceRefs && ns != t.Repo.Namespace {
 		// As Flux's --no-cross-namespace-refs: a tenant reads only its own
 		// namespace's sources.
-		return nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf(
+		return nil, nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf(
 			"catalog source %s %s/%s is in another namespace than Repository %s/%s, and cross-namespace references are disabled",
 			cs.Kind, ns, cs.Name, t.Repo.Namespace, t.Repo.Name)}
 	}
@@ -78,15 +85,15 @@ func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, e
 	ref := fmt.Sprintf("%s %s/%s", cs.Kind, ns, cs.Name)
 	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cs.Name}, src); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("catalog source %s not found", ref)}
+			return nil, nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("catalog source %s not found", ref)}
 		}
-		return nil, fmt.Errorf("get catalog source %s: %w", ref, err)
+		return nil, nil, fmt.Errorf("get catalog source %s: %w", ref, err)
 	}
 	url, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "url")
 	digest, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "digest")
 	revision, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")
 	if url == "" || digest == "" {
-		return nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("catalog source %s has no artifact yet%s", ref, readyMessage(src))}
+		return nil, nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("catalog source %s has no artifact yet%s", ref, readyMessage(src))}
 	}
 	dir := cs.Path
 	if dir == "" {
@@ -94,9 +101,9 @@ func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, e
 	}
 	e, err := p.catalogs.load(ctx, url, digest, dir)
 	if err != nil {
-		return nil, fmt.Errorf("catalog %s at %s: %w", ref, revision, err)
+		return nil, nil, fmt.Errorf("catalog %s at %s: %w", ref, revision, err)
 	}
-	return e, nil
+	return e, &scribev1.CatalogStatus{Revision: revision, Digest: digest, Entries: e.CatalogEntries()}, nil
 }
 
 // readyMessage is "; " and the Ready condition's message of a Flux object,

@@ -61,12 +61,17 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	now := metav1.Now()
 	repo.Status.LastAccessCheck = &now
-	head, err := r.check(ctx, repo)
+	head, t, err := r.check(ctx, repo)
 	if err != nil {
 		logger.Info("access check failed", "error", err.Error())
 		conditions.MarkFalse(repo, scribev1.ReadyCondition, reasonOf(err), "%s", err.Error())
 		conditions.Delete(repo, scribev1.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+	}
+	interval := r.Interval
+	if !r.catalog(ctx, t) {
+		// A Flux source usually has its artifact within seconds.
+		interval = min(interval, catalogRetryInterval)
 	}
 	if head != "" {
 		repo.Status.Revision = head
@@ -74,21 +79,42 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	conditions.MarkTrue(repo, scribev1.ReadyCondition, "Accessible", "%s", accessMessage(repo, head))
 	conditions.Delete(repo, scribev1.ReconcilingCondition)
 	conditions.Delete(repo, scribev1.StalledCondition)
-	return ctrl.Result{RequeueAfter: r.Interval}, nil
+	return ctrl.Result{RequeueAfter: interval}, nil
 }
 
-func (r *RepositoryReconciler) check(ctx context.Context, repo *scribev1.Repository) (string, error) {
+func (r *RepositoryReconciler) check(ctx context.Context, repo *scribev1.Repository) (string, *Target, error) {
 	t, err := r.Publisher.targetFor(ctx, repo)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if t.GitOpts != nil {
-		return r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+		head, err := r.Publisher.Git.CheckAccess(ctx, *t.GitOpts)
+		return head, t, err
 	}
 	if err := t.OCI.Ping(ctx); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return "", nil
+	return "", t, nil
+}
+
+// catalog loads the Repository's user catalog (spec.catalog), as
+// Experiments will, and reports it in CatalogReady and status.catalog. It
+// returns false when the catalog could not be loaded (retried sooner).
+func (r *RepositoryReconciler) catalog(ctx context.Context, t *Target) bool {
+	repo := t.Repo
+	if repo.Spec.Catalog == nil {
+		repo.Status.Catalog = nil
+		conditions.Delete(repo, scribev1.CatalogReadyCondition)
+		return true
+	}
+	_, st, err := r.Publisher.catalogFor(ctx, t)
+	if err != nil {
+		conditions.MarkFalse(repo, scribev1.CatalogReadyCondition, reasonOf(err), "%s", err.Error())
+		return false
+	}
+	repo.Status.Catalog = st
+	conditions.MarkTrue(repo, scribev1.CatalogReadyCondition, ReasonSucceeded, "catalog at %s: %d components", st.Revision, len(st.Entries))
+	return true
 }
 
 func accessMessage(repo *scribev1.Repository, head string) string {
@@ -107,6 +133,10 @@ func accessMessage(repo *scribev1.Repository, head string) string {
 
 const fieldOwner = "scribe-controller"
 
+// catalogRetryInterval is how soon a catalog that could not be loaded is
+// tried again.
+const catalogRetryInterval = 5 * time.Second
+
 func ownedConditions() []string {
-	return []string{scribev1.ReadyCondition, scribev1.ReconcilingCondition, scribev1.StalledCondition}
+	return []string{scribev1.ReadyCondition, scribev1.ReconcilingCondition, scribev1.StalledCondition, scribev1.CatalogReadyCondition}
 }

@@ -201,6 +201,31 @@ func (e *Engine) catalogNames(kind string) []string {
 	return names
 }
 
+// CatalogEntries lists the components the engine's catalogs offer, as
+// kind/name sorted: the user catalogs' entries and the built-in ones, an
+// overridden entry once, with the kind of the entry that wins.
+func (e *Engine) CatalogEntries() []string {
+	kinds := map[string]string{}
+	for _, c := range e.catalogs { // highest precedence first
+		it, err := c.Fields()
+		if err != nil {
+			continue
+		}
+		for it.Next() {
+			name := it.Selector().Unquoted()
+			if _, ok := kinds[name]; !ok {
+				kinds[name], _ = it.Value().LookupPath(cue.ParsePath("kind")).String()
+			}
+		}
+	}
+	out := make([]string, 0, len(kinds))
+	for name, kind := range kinds {
+		out = append(out, kind+"/"+name)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // paramNames lists the parameters a #Params schema declares.
 func paramNames(schema cue.Value) []string {
 	var names []string

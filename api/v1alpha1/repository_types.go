@@ -174,6 +174,30 @@ type RepositoryStatus struct {
 	// LastAccessCheck is when Scribe last reached the remote successfully.
 	// +optional
 	LastAccessCheck *metav1.Time `json:"lastAccessCheck,omitempty"`
+
+	// Catalog is the user catalog (spec.catalog) Scribe last loaded; the
+	// CatalogReady condition says whether it is current.
+	// +optional
+	Catalog *CatalogStatus `json:"catalog,omitempty"`
+}
+
+// CatalogReadyCondition reports whether a Repository's spec.catalog could be
+// loaded from its Flux source. It does not affect Ready: Workloads do not
+// use the catalog.
+const CatalogReadyCondition = "CatalogReady"
+
+// CatalogStatus is the user catalog Scribe renders Experiments with.
+type CatalogStatus struct {
+	// Revision of the Flux source artifact the catalog was read from.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// Digest of that artifact.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Entries are the components Experiments can use, as kind/name: the
+	// user catalog's and the built-in ones.
+	// +optional
+	Entries []string `json:"entries,omitempty"`
 }
 
 // Repository is where Scribe publishes rendered manifests, and who applies them.
@@ -184,6 +208,7 @@ type RepositoryStatus struct {
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Catalog",type=string,JSONPath=`.status.catalog.revision`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Repository struct {
 	metav1.TypeMeta   `json:",inline"`
