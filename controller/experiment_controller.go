@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +20,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller/health"
@@ -102,10 +106,26 @@ type ExperimentReconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&scribev1.Experiment{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}), pred)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	// Flux Kustomizations are watched (the informer the Workload controller
+	// uses): the per-CR sync object and the components' deliveries, which
+	// render labels scribe.dev/experiment, move a phase as soon as Flux
+	// reports. Everything else is polled.
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}, "v1"); err == nil {
+		sync := syncOwner(scribev1.ExperimentKind)
+		b = b.Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if reqs := sync(ctx, o); len(reqs) > 0 {
+				return reqs
+			}
+			if name := o.GetLabels()["scribe.dev/experiment"]; name != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+			}
+			return nil
+		}))
+	}
+	return b.Complete(r)
 }
 
 // Reconcile moves one Experiment along its phases as far as the evidence
@@ -275,8 +295,9 @@ func (r *ExperimentReconciler) provision(ctx context.Context, e *scribev1.Experi
 	r.setPhase(ctx, e, scribev1.ExperimentReady, "%s", msg)
 	conditions.MarkTrue(e, scribev1.ReadyCondition, ReasonSucceeded, "%s", msg)
 	conditions.MarkReconciling(e, ReasonWaitingForWorkflow, "%s", msg)
-	// The next pass looks at the workflow: each phase is recorded on its own.
-	return ctrl.Result{RequeueAfter: r.Poll}, nil
+	// The next pass, at once, looks at the workflow: each phase is recorded
+	// on its own.
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // targets reads back every target's cluster. A target is Ready when its

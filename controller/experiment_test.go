@@ -190,7 +190,9 @@ func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, me
 	ks := &kustomizev1.Kustomization{}
 	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, ks); apierrors.IsNotFound(err) {
 		ks = &kustomizev1.Kustomization{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			// The labels render gives a component's delivery.
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{
+				"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/target": "app", "scribe.dev/component": "demo-services"}},
 			Spec: kustomizev1.KustomizationSpec{
 				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./apps/demo-services", Prune: true, Wait: true,
 				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: name},
@@ -417,6 +419,31 @@ func TestExperimentComponentFailed(t *testing.T) {
 	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 {
 		t.Fatalf("commits %v, want one", commits)
 	}
+}
+
+// TestExperimentMovesOnWatchedReadBackWithoutPolling: with health re-read
+// only once an hour, Flux's status updates of the sync Kustomization and of
+// the component's delivery alone walk the Experiment to Complete.
+func TestExperimentMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
+	f := newFixture(t)
+	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
+		t.Fatal(err)
+	}
+	startControllerWith(t, f.e, f.ns, controller.Options{Poll: time.Hour, Concurrency: 2})
+	const name = "watched"
+	exp := hubExperiment(f.ns, name)
+	exp.Spec.Workflow = nil
+	if err := f.e.c.Create(f.ctx(), exp); err != nil {
+		t.Fatal(err)
+	}
+	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
+	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	waitFor(t, "the applied commit read from the sync Kustomization's event", func() (bool, string) {
+		e = f.experiment(t, name)
+		return len(e.Status.Targets) > 0 && strings.Contains(e.Status.Targets[0].Message, "waiting for components"), expState(e)
+	})
+	f.playComponent(t, name, true, "", "")
+	f.waitPhase(t, name, scribev1.ExperimentComplete)
 }
 
 // TestExperimentWorkflowFailed: a failed workflow fails the experiment for
