@@ -9,6 +9,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -89,6 +90,17 @@ func TestLoopHubExperimentWalksToComplete(t *testing.T) {
 	if ts := e.Status.Targets; len(ts) != 1 || len(ts[0].Components) != 1 || !ts[0].Components[0].Ready {
 		t.Fatalf("Complete, but the target's components are %+v", ts)
 	}
+
+	// Deleting it commits the removal; Flux prunes the sync object, whose
+	// inventory holds the component's delivery, which prunes the component.
+	if err := s.Client.Delete(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Minute, "the Experiment gone and its component pruned by Flux", func() (bool, string) {
+		gone := apierrors.IsNotFound(s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, &scribev1.Experiment{}))
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo-apps", Name: "demo-services"}, &corev1.ConfigMap{})
+		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; component ConfigMap: %v", gone, err)
+	})
 }
 
 // TestLoopExperimentWithBrokenComponentPathFails: the catalog entry's path
