@@ -109,21 +109,39 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&scribev1.Experiment{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}), pred)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
-	// Flux Kustomizations are watched (the informer the Workload controller
-	// uses): the per-CR sync object and the components' deliveries, which
-	// render labels scribe.dev/experiment, move a phase as soon as Flux
-	// reports. Everything else is polled.
+	// Read-back is watched where the kind is installed, so a phase moves as
+	// soon as Flux, Argo CD, Cluster API or the workflow engine reports, not
+	// at the next poll: the per-CR sync object carries render's
+	// scribe.dev/{kind,namespace,name} labels, and every object rendered for
+	// an Experiment scribe.dev/experiment. Kustomizations share the Workload
+	// controller's informer; the other kinds are watched as metadata only.
+	sync := syncOwner(scribev1.ExperimentKind)
+	owner := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		if reqs := sync(ctx, o); len(reqs) > 0 {
+			return reqs
+		}
+		if name := o.GetLabels()["scribe.dev/experiment"]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	})
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}, "v1"); err == nil {
-		sync := syncOwner(scribev1.ExperimentKind)
-		b = b.Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if reqs := sync(ctx, o); len(reqs) > 0 {
-				return reqs
-			}
-			if name := o.GetLabels()["scribe.dev/experiment"]; name != "" {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-			}
-			return nil
-		}))
+		b = b.Watches(&kustomizev1.Kustomization{}, owner)
+	}
+	for _, gk := range []schema.GroupKind{
+		{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"},
+		{Group: "argoproj.io", Kind: "Application"},
+		{Group: "cluster.x-k8s.io", Kind: "Cluster"},
+		{Group: "argoproj.io", Kind: "Workflow"},
+		{Group: "testworkflows.testkube.io", Kind: "TestWorkflowExecution"},
+	} {
+		m, err := mgr.GetRESTMapper().RESTMapping(gk)
+		if err != nil {
+			continue // not installed: polled
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(m.GroupVersionKind)
+		b = b.WatchesMetadata(obj, owner)
 	}
 	return b.Complete(r)
 }

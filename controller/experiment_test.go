@@ -136,6 +136,9 @@ func (f *fixture) playArgo(t *testing.T, id scribev1.ObjectIdentity, phase, mess
 	if apierrors.IsNotFound(err) {
 		u.SetNamespace(id.Namespace)
 		u.SetName(id.Name)
+		// The labels render gives the validation Workflow <exp>-validation-<hash>.
+		exp, _, _ := strings.Cut(id.Name, "-validation-")
+		u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/workflow": "validation"})
 		if err := unstructured.SetNestedField(u.Object, "gateway-validation", "spec", "workflowTemplateRef", "name"); err != nil {
 			t.Fatal(err)
 		}
@@ -422,17 +425,18 @@ func TestExperimentComponentFailed(t *testing.T) {
 }
 
 // TestExperimentMovesOnWatchedReadBackWithoutPolling: with health re-read
-// only once an hour, Flux's status updates of the sync Kustomization and of
-// the component's delivery alone walk the Experiment to Complete.
+// only once an hour, the status updates of the sync Kustomization, of the
+// component's delivery and of the Argo Workflow alone walk the Experiment to
+// Complete.
 func TestExperimentMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
 	f := newFixture(t)
+	expInstallCRDs(t, f, argoWorkflowCRD)
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
 	startControllerWith(t, f.e, f.ns, controller.Options{Poll: time.Hour, Concurrency: 2})
 	const name = "watched"
 	exp := hubExperiment(f.ns, name)
-	exp.Spec.Workflow = nil
 	if err := f.e.c.Create(f.ctx(), exp); err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +447,12 @@ func TestExperimentMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
 		return len(e.Status.Targets) > 0 && strings.Contains(e.Status.Targets[0].Message, "waiting for components"), expState(e)
 	})
 	f.playComponent(t, name, true, "", "")
+	e = f.waitPhase(t, name, scribev1.ExperimentReady)
+	// The Argo Workflow's updates (watched as metadata) move it on too.
+	wf := validationWorkflow(t, e)
+	f.playArgo(t, wf, "Running", "")
+	f.waitPhase(t, name, scribev1.ExperimentRunning)
+	f.playArgo(t, wf, "Succeeded", "all routes answer")
 	f.waitPhase(t, name, scribev1.ExperimentComplete)
 }
 
