@@ -34,18 +34,7 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 	ctx := context.Background()
 	w := canaryWorkload(ns)
 	w.Spec.Rollout = nil
-	if err := s.Client.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *scribev1.Workload {
-		got := &scribev1.Workload{}
-		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
-		return got
-	}
-	poll(t, 5*time.Minute, "v1 healthy", func() (bool, string) {
-		got := get()
-		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
-	})
+	get := createHealthy(t, s, w)
 	var out []time.Duration
 	for i := range n {
 		var prev string
@@ -100,27 +89,13 @@ func TestBenchLoopLatency(t *testing.T) {
 	t.Run("canary-step", func(t *testing.T) {
 		ns := "steps"
 		s := newLoop(t, ns)
-		ctx := context.Background()
 		w := canaryWorkload(ns)
 		w.Spec.Rollout.Steps = nil
 		for i := 1; i <= n; i++ {
 			w.Spec.Rollout.Steps = append(w.Spec.Rollout.Steps, scribev1.RolloutStep{Weight: int32(i * 100 / n)})
 		}
-		if err := s.Client.Create(ctx, w); err != nil {
-			t.Fatal(err)
-		}
-		get := func() *scribev1.Workload {
-			got := &scribev1.Workload{}
-			_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
-			return got
-		}
-		poll(t, 5*time.Minute, "v1 healthy", func() (bool, string) {
-			got := get()
-			return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
-		})
-		updateWorkload(t, s, ns, func(w *scribev1.Workload) {
-			w.Spec.Versions = append(w.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
-		})
+		get := createHealthy(t, s, w)
+		updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
 		// Each step's commit -> applied by Flux -> Deployments healthy is the
 		// time from one step's commit to the next one's.
 		var steps []time.Duration

@@ -171,10 +171,34 @@ func canaryWorkload(ns string) *scribev1.Workload {
 	}
 }
 
+// webV2 is the demo service's second version.
+func webV2() scribev1.Version { return scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"} }
+
+// createHealthy creates w and waits until Flux applied its first version
+// and it is healthy; it returns a getter of w's current state.
+func createHealthy(t *testing.T, s *Stack, w *scribev1.Workload) func() *scribev1.Workload {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
+	get := func() *scribev1.Workload {
+		got := &scribev1.Workload{}
+		_ = s.Client.Get(ctx, key, got)
+		return got
+	}
+	poll(t, 5*time.Minute, "v1 applied by Flux and healthy", func() (bool, string) {
+		got := get()
+		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got) + "\n--- source-controller:\n" + s.Logs("source-controller", 6)
+	})
+	return get
+}
+
 func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
 	ns := "demo"
 	s := newLoop(t, ns)
-	walkCanary(t, s, canaryWorkload(ns), scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
+	walkCanary(t, s, canaryWorkload(ns), webV2())
 }
 
 // walkCanary creates w, waits for v1, adds v2 and follows the canary in the
@@ -183,18 +207,7 @@ func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload, v2 scribev1.Versio
 	t.Helper()
 	ctx := context.Background()
 	ns := w.Namespace
-	if err := s.Client.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *scribev1.Workload {
-		got := &scribev1.Workload{}
-		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
-		return got
-	}
-	poll(t, 3*time.Minute, "v1 applied by Flux and healthy", func() (bool, string) {
-		got := get()
-		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got) + "\n--- source-controller:\n" + s.Logs("source-controller", 6)
-	})
+	get := createHealthy(t, s, w)
 	if r := routeWeights(ctx, s, ns, "web"); r != "web-v1=100" {
 		t.Fatalf("applied HTTPRoute routes %q", r)
 	}
@@ -221,20 +234,9 @@ func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollbac
 		Interval: &metav1.Duration{Duration: time.Second}, Threshold: 3,
 		Checks: []scribev1.Check{{Name: "available", Type: "availability"}},
 	}
-	if err := s.Client.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *scribev1.Workload {
-		got := &scribev1.Workload{}
-		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
-		return got
-	}
-	poll(t, 3*time.Minute, "v1 healthy", func() (bool, string) {
-		got := get()
-		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
-	})
+	get := createHealthy(t, s, w)
 	// v2 asks for more CPU than the node has: its pods never schedule.
-	v2 := scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"}
+	v2 := webV2()
 	v2.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, v2) })
 	poll(t, 3*time.Minute, "step 1 applied by Flux", func() (bool, string) {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/publish"
@@ -22,23 +20,9 @@ import (
 func TestLoopGitServerOutageIsReportedAndRetried(t *testing.T) {
 	ns := "outage"
 	s := newLoop(t, ns)
-	ctx := context.Background()
-	if err := s.Client.Create(ctx, canaryWorkload(ns)); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *scribev1.Workload {
-		got := &scribev1.Workload{}
-		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
-		return got
-	}
-	poll(t, 3*time.Minute, "v1 healthy", func() (bool, string) {
-		got := get()
-		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
-	})
+	get := createHealthy(t, s, canaryWorkload(ns))
 	s.GitProxy.Down()
-	updateWorkload(t, s, ns, func(w *scribev1.Workload) {
-		w.Spec.Versions = append(w.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
-	})
+	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
 	poll(t, time.Minute, "the outage reported", func() (bool, string) {
 		for _, c := range get().Status.Conditions {
 			if c.Type == scribev1.ReadyCondition && c.Reason == string(publish.ReasonUnreachable) {
@@ -97,7 +81,6 @@ func startScribeProcess(t *testing.T, s *Stack, bin, dataDir, logName string) *e
 func TestLoopScribeKilledMidCanaryResumesWithoutRepeatingOrSkippingAStep(t *testing.T) {
 	skipWithoutLoop(t)
 	s := Start(t)
-	ctx := context.Background()
 	ns := "killed"
 	bin := scribeBinary(t)
 	newNamespaceAndRepository(t, s, ns)
@@ -105,21 +88,8 @@ func TestLoopScribeKilledMidCanaryResumesWithoutRepeatingOrSkippingAStep(t *test
 
 	w := canaryWorkload(ns)
 	w.Spec.Rollout.Steps[0].Pause = &metav1.Duration{Duration: 15 * time.Second}
-	if err := s.Client.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *scribev1.Workload {
-		got := &scribev1.Workload{}
-		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
-		return got
-	}
-	poll(t, 3*time.Minute, "v1 healthy", func() (bool, string) {
-		got := get()
-		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
-	})
-	updateWorkload(t, s, ns, func(w *scribev1.Workload) {
-		w.Spec.Versions = append(w.Spec.Versions, scribev1.Version{Name: "v2", Image: "ghcr.io/example/web:2"})
-	})
+	get := createHealthy(t, s, w)
+	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
 	poll(t, 3*time.Minute, "step 1 holding", func() (bool, string) {
 		got := get()
 		return got.Status.Step == 0 && got.Status.CanaryVersion == "v2" && got.Status.StepHealthyAt != nil, describe(got)
