@@ -6,7 +6,7 @@
 #
 # The image holds nothing but /scribe: no shell and no git binary. The
 # controller does not need git: Git sinks use go-git (pure Go); the only
-# os/exec calls to git are in publish/publishtest and test/e2e, which are
+# os/exec calls to git are in internal/publish/publishtest and test/e2e, which are
 # test-only and not linked into cmd/scribe.
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build

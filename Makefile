@@ -46,7 +46,7 @@ test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integr
 
 .PHONY: test-race
 test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.
-	go test -race -count=1 -timeout 30m ./render/ ./controller/health/
+	go test -race -count=1 -timeout 30m ./render/ ./internal/health/
 
 .PHONY: test-e2e
 test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.
@@ -83,13 +83,13 @@ update-golden: ## Rewrite golden files from the current templates.
 
 .PHONY: bench
 bench: ## Run Go benchmarks (render, publish, catalog loading; the first run generates a 100k-commit repository into the cache).
-	go test -run '^$$' -bench . -benchmem ./render/... ./publish/...
-	go test -run '^$$' -bench Catalog -benchmem ./controller/
+	go test -run '^$$' -bench . -benchmem ./render/... ./internal/publish/...
+	go test -run '^$$' -bench Catalog -benchmem ./internal/controller/
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	@if ls controller/*.go >/dev/null 2>&1; then $(CONTROLLER_GEN) rbac:roleName=scribe-manager paths=./controller/... output:rbac:artifacts:config=config/rbac; fi
+	@if ls internal/controller/*.go >/dev/null 2>&1; then $(CONTROLLER_GEN) rbac:roleName=scribe-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac; fi
 	$(MAKE) chart-crds
 
 # Deployment. config/default is built with the kustomize Go API in go.mod

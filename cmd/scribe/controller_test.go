@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/controller"
 )
 
 func TestControllerRejectsAnInvalidLogLevel(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
 func newRenderCmd() *cobra.Command {

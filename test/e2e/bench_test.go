@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/controller"
 )
 
 func stats(ds []time.Duration) string {

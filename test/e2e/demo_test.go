@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // TestDemo is `make demo`: it boots the loop, applies a Workload and a

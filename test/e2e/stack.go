@@ -39,8 +39,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/scribe-gitops/scribe/controller"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // Stack is a running loop.

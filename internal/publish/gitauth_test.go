@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 func TestGitAuthFromSecretData(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish/forge"
+	"github.com/scribe-gitops/scribe/internal/publish/forge"
 )
 
 // PullRequestOptions configure promotion by pull request: the change is

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
 // BenchmarkPublishOCI publishes 100 bundles to an in-process registry per

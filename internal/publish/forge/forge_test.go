@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scribe-gitops/scribe/publish/forge/forgetest"
+	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 )
 
 // fakeForge is what the three fakes in forgetest have in common.

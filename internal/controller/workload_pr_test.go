@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish/forge/forgetest"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // mergePR merges Scribe's branch into main on the git server as a person

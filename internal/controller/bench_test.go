@@ -12,7 +12,7 @@ import (
 	"time"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/controller/health"
+	"github.com/scribe-gitops/scribe/internal/health"
 )
 
 // Checker runs a Workload's analysis checks against the new version: its

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 	"github.com/scribe-gitops/scribe/render"
 )
 

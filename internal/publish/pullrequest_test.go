@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/forge"
-	"github.com/scribe-gitops/scribe/publish/forge/forgetest"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/forge"
+	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 type prEnv struct {

@@ -25,10 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/controller/health"
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/forge"
-	"github.com/scribe-gitops/scribe/publish/ocisink"
+	"github.com/scribe-gitops/scribe/internal/health"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/forge"
+	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -293,7 +293,7 @@ func (p *Publisher) Render(ctx context.Context, t *Target, obj map[string]any, r
 
 // tracerName names Scribe's spans; the provider is set up by `scribe
 // controller` when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise).
-const tracerName = "github.com/scribe-gitops/scribe/controller"
+const tracerName = "github.com/scribe-gitops/scribe/internal/controller"
 
 // Publish writes the change and asks the applier to reconcile now.
 func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {

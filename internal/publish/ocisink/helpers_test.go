@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // gpgKey makes an OpenPGP key pair: the armored private key and the

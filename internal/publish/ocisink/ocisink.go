@@ -24,7 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
-	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
 // Errors that classify what went wrong; test for them with errors.Is.

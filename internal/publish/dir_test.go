@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scribe-gitops/scribe/publish"
+	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
 

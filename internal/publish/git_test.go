@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 	"github.com/scribe-gitops/scribe/render"
 )
 

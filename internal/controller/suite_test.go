@@ -28,9 +28,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/controller"
-	"github.com/scribe-gitops/scribe/publish"
-	"github.com/scribe-gitops/scribe/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // env is one kube-apiserver + etcd with Scribe's, Flux's and Argo CD's
@@ -49,7 +49,7 @@ var (
 
 func sharedCRDDirs() ([]string, error) {
 	root := os.Getenv("SCRIBE_SHARED_CRDS")
-	for _, candidate := range []string{filepath.Join("..", "..", "shared", "crds"), "/work/shared/crds"} {
+	for _, candidate := range []string{filepath.Join("..", "..", "..", "shared", "crds"), "/work/shared/crds"} {
 		if root != "" {
 			break
 		}
@@ -79,7 +79,7 @@ func testEnv(t *testing.T) *env {
 			return
 		}
 		e := &envtest.Environment{
-			CRDDirectoryPaths:     append(dirs, filepath.Join("..", "config", "crd", "bases")),
+			CRDDirectoryPaths:     append(dirs, filepath.Join("..", "..", "config", "crd", "bases")),
 			ErrorIfCRDPathMissing: true,
 		}
 		cfg, err := e.Start()
