@@ -139,8 +139,9 @@ chart-crds: ## Copy the CRDs and the manager ClusterRole rules from config/ into
 	} > charts/scribe/templates/clusterrole-manager.yaml
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
+generate: $(CONTROLLER_GEN) $(CUE) ## Generate deepcopy functions, and the CUE definitions of the render contract (render/contract, api/v1alpha1) the templates import.
 	$(CONTROLLER_GEN) object paths=./api/...
+	CUE=$(CUE) hack/gen-contract.sh
 
 .PHONY: schemas
 schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and ../shared/crds.

@@ -9,108 +9,133 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
 // DefaultGCPProject is the GCP project of gke and talos clusters when the
 // controller or CLI does not name one.
 const DefaultGCPProject = "scribe-experiments"
 
+// renderExperiment renders a validated Experiment.
+func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, error) {
+	x, ok := d.typed.(*scribev1.Experiment)
+	if !ok {
+		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
+	}
+	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved)
+	if len(errs) > 0 {
+		return nil, &InputError{Object: d.name, Errors: errs}
+	}
+	input.Publish = in.Publish
+	return e.renderBundle(d, input)
+}
+
 // experimentInput resolves every component the Experiment names through the
 // catalogs, checks its params against the entry's schema, and adds the
-// resolved entries and cluster facts to the CUE input.
-func (e *Engine) experimentInput(obj map[string]any, res Resolved, in map[string]any) []FieldError {
-	spec, _ := obj["spec"].(map[string]any)
-	md, _ := obj["metadata"].(map[string]any)
+// resolved entries and cluster facts to the template input. spec is the
+// validated spec's JSON shape, hashed into run names.
+func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved) (contract.Experiment, []FieldError) {
+	in := contract.Experiment{Metadata: metadataOf(x), Spec: x.Spec}
 	var errs []FieldError
-
-	targets, _ := spec["targets"].([]any)
-	var components, observability []any
-	for i, t := range targets {
-		tm, _ := t.(map[string]any)
-		clusterType, _ := tm["cluster"].(map[string]any)["type"].(string)
-		resolved := []any{}
-		comps, _ := tm["components"].([]any)
-		for j, c := range comps {
-			cm, _ := c.(map[string]any)
-			kind, name := "", ""
-			for _, k := range []string{"app", "workflow", "config"} {
-				if n, ok := cm[k].(string); ok {
-					kind, name = k, n
-				}
-			}
+	for i, t := range x.Spec.Targets {
+		resolved := []contract.Resolved{}
+		for j, c := range t.Components {
+			kind, name := componentRef(c)
 			at := fmt.Sprintf("spec.targets[%d].components[%d]", i, j)
-			if kind == "workflow" && clusterType != "hub" {
-				errs = append(errs, FieldError{Path: at + ".workflow", Message: fmt.Sprintf("workflow components run on the hub; target %q is a %s cluster", tm["name"], clusterType)})
+			if kind == contract.ComponentWorkflow && t.Cluster.Type != scribev1.ClusterHub {
+				errs = append(errs, FieldError{Path: at + ".workflow", Message: fmt.Sprintf("workflow components run on the hub; target %q is a %s cluster", t.Name, t.Cluster.Type)})
 				continue
 			}
-			r, ferrs := e.resolveComponent(kind, name, cm["params"], at+"."+kind, at+".params")
+			params, err := jsonValue(c.Params)
+			if err != nil {
+				errs = append(errs, FieldError{Path: at + ".params", Message: err.Error()})
+				continue
+			}
+			r, ferrs := e.resolveComponent(kind, name, params, at+"."+string(kind), at+".params")
 			errs = append(errs, ferrs...)
-			resolved = append(resolved, r)
+			if r != nil {
+				resolved = append(resolved, *r)
+			}
 		}
-		components = append(components, resolved)
 
-		var obs any
-		if o, ok := tm["observability"].(map[string]any); ok && o["enabled"] == true {
-			tenant, _ := o["tenant"].(string)
+		var obs *contract.Resolved
+		if o := t.Observability; o != nil && o.Enabled {
+			tenant := o.Tenant
 			if tenant == "" {
-				tenant, _ = md["namespace"].(string)
+				tenant = x.Namespace
 			}
 			endpoint := res.OTELEndpoint
 			if endpoint == "" {
 				endpoint = "http://otel-collector.observability.svc.cluster.local:4317"
 			}
-			r, ferrs := e.resolveComponent("config", "otel-collector", map[string]any{"tenant": tenant, "transport": o["transport"], "endpoint": endpoint}, fmt.Sprintf("spec.targets[%d].observability", i), fmt.Sprintf("spec.targets[%d].observability", i))
+			at := fmt.Sprintf("spec.targets[%d].observability", i)
+			r, ferrs := e.resolveComponent(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at)
 			errs = append(errs, ferrs...)
 			obs = r
 		}
-		observability = append(observability, obs)
+		in.Targets = append(in.Targets, contract.TargetInput{Components: resolved, Observability: obs})
 	}
-	in["components"] = components
-	in["observability"] = observability
 
-	var workflow any
-	if wf, ok := spec["workflow"].(map[string]any); ok {
-		switch wf["engine"] {
-		case "testkube":
-			r, ferrs := e.resolveComponent("workflow", "agent-eval", nil, "spec.workflow", "spec.workflow.params")
+	if wf := x.Spec.Workflow; wf != nil {
+		if wf.Engine == "testkube" {
+			r, ferrs := e.resolveComponent(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params")
 			errs = append(errs, ferrs...)
-			workflow = r
-		default:
-			name, _ := wf["template"].(string)
-			r, ferrs := e.resolveComponent("workflow", name, wf["params"], "spec.workflow.template", "spec.workflow.params")
-			errs = append(errs, ferrs...)
-			workflow = r
-		}
-		if tk, ok := wf["testkube"].(map[string]any); ok {
-			agentURL := res.AgentURL
-			if agentURL == "" {
-				ref, _ := tk["agentRef"].(map[string]any)
-				ns, _ := ref["namespace"].(string)
-				if ns == "" {
-					ns, _ = md["namespace"].(string)
-				}
-				agentURL = fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", ref["name"], ns, toInt(ref["port"]))
+			in.Workflow = r
+		} else {
+			params, err := jsonValue(wf.Params)
+			if err != nil {
+				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: err.Error()})
+			} else {
+				r, ferrs := e.resolveComponent(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params")
+				errs = append(errs, ferrs...)
+				in.Workflow = r
 			}
-			in["agentURL"] = agentURL
 		}
 	}
-	in["workflow"] = workflow
-	in["project"] = res.GCPProject
-	if res.GCPProject == "" {
-		in["project"] = DefaultGCPProject
+	in.Project = res.GCPProject
+	if in.Project == "" {
+		in.Project = DefaultGCPProject
 	}
-	if res.OTELEndpoint != "" {
-		in["otelEndpoint"] = res.OTELEndpoint
+	in.OTELEndpoint = res.OTELEndpoint
+	specJSON, err := json.Marshal(spec) // a map: keys sorted
+	if err != nil {
+		errs = append(errs, FieldError{Path: "spec", Message: err.Error()})
 	}
-	specJSON, _ := json.Marshal(spec)
 	sum := sha256.Sum256(specJSON)
-	in["specHash"] = hex.EncodeToString(sum[:])[:8]
-	return errs
+	in.SpecHash = hex.EncodeToString(sum[:])[:8]
+	return in, errs
+}
+
+// componentRef is the catalog kind and name a component refers to.
+func componentRef(c scribev1.Component) (contract.ComponentKind, string) {
+	switch {
+	case c.Config != "":
+		return contract.ComponentConfig, c.Config
+	case c.Workflow != "":
+		return contract.ComponentWorkflow, c.Workflow
+	}
+	return contract.ComponentApp, c.App
+}
+
+// jsonValue decodes free-form params (whole numbers as int64, as the
+// apiserver does); nil stays nil.
+func jsonValue(j *apiextensionsv1.JSON) (any, error) {
+	if j == nil || len(j.Raw) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := utiljson.Unmarshal(j.Raw, &v); err != nil {
+		return nil, fmt.Errorf("decode params: %w", err)
+	}
+	return deepCopyJSON(v), nil
 }
 
 // resolveComponent looks a component up in the catalogs and checks its params.
-func (e *Engine) resolveComponent(kind, name string, params any, namePath, paramsPath string) (map[string]any, []FieldError) {
+func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, params any, namePath, paramsPath string) (*contract.Resolved, []FieldError) {
 	var entry cue.Value
 	found := false
 	for _, c := range e.catalogs {
@@ -121,9 +146,9 @@ func (e *Engine) resolveComponent(kind, name string, params any, namePath, param
 		}
 	}
 	if !found {
-		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("unknown component %q: the catalog has %s components %s", name, kind, strings.Join(e.catalogNames(kind), ", "))}}
+		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("unknown component %q: the catalog has %s components %s", name, kind, strings.Join(e.catalogNames(string(kind)), ", "))}}
 	}
-	if k, _ := entry.LookupPath(cue.ParsePath("kind")).String(); k != kind {
+	if k, _ := entry.LookupPath(cue.ParsePath("kind")).String(); k != string(kind) {
 		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("component %q is a %s, not a %s", name, k, kind)}}
 	}
 	if params == nil {
@@ -176,7 +201,7 @@ func (e *Engine) resolveComponent(kind, name string, params any, namePath, param
 	if err != nil {
 		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("catalog entry %q: %v", name, err)}}
 	}
-	return map[string]any{"name": name, "kind": kind, "entry": entryMap, "params": resolved}, nil
+	return &contract.Resolved{Name: name, Kind: kind, Entry: entryMap, Params: resolved}, nil
 }
 
 // catalogNames lists the component names of one kind across all catalogs.

@@ -8,15 +8,21 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
-// Input is what one render needs: the custom resource (JSON-shaped, as the
-// apiserver stores it), where the result is published, and the facts the
-// controller looked up in the cluster beforehand. Render never reads the
-// cluster itself.
+// Input is an untyped render request: a custom resource in the JSON shape
+// the apiserver stores (from YAML, in the CLI), where the result is
+// published, and the facts the controller looked up beforehand. Render
+// decodes it into the typed WorkloadInput or ExperimentInput (after the
+// apiserver's validation and defaulting) and renders that. Render never
+// reads the cluster itself.
 type Input struct {
 	// Object is the custom resource: apiVersion, kind, metadata, spec and,
-	// where the render uses it (a Workload's traffic split), status.
+	// for a Workload, optionally status.traffic and status.stableVersion
+	// (the split to render).
 	Object map[string]any `json:"object"`
 	// Publish says where the bundle goes and who applies it.
 	Publish Publish `json:"publish"`
@@ -24,39 +30,49 @@ type Input struct {
 	Resolved Resolved `json:"resolved"`
 }
 
-// Publish says where a bundle is published and which applier applies it.
-type Publish struct {
-	// Path in the repository under which `<namespace>/<kind>/<name>/` lives.
-	Path    string  `json:"path"`
-	Applier Applier `json:"applier"`
+// WorkloadInput is one Workload render.
+type WorkloadInput struct {
+	// Workload as the apiserver stores it; render validates and defaults
+	// it again with the apiserver's code. Its status is not read: the split
+	// is Traffic and Stable.
+	Workload *scribev1.Workload
+	// Traffic is the split to render, one weight per version in
+	// spec.versions, adding up to 100; empty means the newest version (the
+	// last entry) takes all traffic.
+	Traffic []scribev1.VersionWeight
+	// Stable is the version the stable Service selects; empty or unknown
+	// means the version with the highest weight.
+	Stable string
+	// Publish says where the bundle goes and who applies it.
+	Publish Publish
 }
 
-// Applier is the GitOps tool that applies the bundle.
-type Applier struct {
-	// Kind is Flux or ArgoCD.
-	Kind string `json:"kind"`
-	// Namespace of the applier objects (flux-system, argocd).
-	Namespace string `json:"namespace"`
-	// Name of the Flux source that syncs the repository.
-	Name string `json:"name"`
-	// SourceKind is GitRepository or OCIRepository (Flux).
-	SourceKind string `json:"sourceKind"`
-	// RepoURL and Revision are the repository and branch (Argo CD).
-	RepoURL  string `json:"repoURL"`
-	Revision string `json:"revision"`
+// ExperimentInput is one Experiment render.
+type ExperimentInput struct {
+	// Experiment as the apiserver stores it; render validates and defaults
+	// it again with the apiserver's code.
+	Experiment *scribev1.Experiment
+	// Publish says where the bundle goes and who applies it.
+	Publish Publish
+	// Resolved holds cluster facts the controller looked up.
+	Resolved Resolved
 }
+
+// Publish says where a bundle is published and which applier applies it
+// (the templates' publish input).
+type Publish = contract.Publish
+
+// Applier is the GitOps tool that applies a bundle.
+type Applier = contract.Applier
 
 // DefaultPublish is the publish target of an offline render: repository
 // root, applied by Flux from the GitRepository flux-system/scribe.
 func DefaultPublish() Publish {
-	return Publish{Path: ".", Applier: Applier{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository"}}
+	return Publish{Path: ".", Applier: Applier{Kind: contract.ApplierFlux, Namespace: "flux-system", Name: "scribe", SourceKind: contract.SourceGitRepository}}
 }
 
 // Resolved holds cluster facts an Experiment render needs.
 type Resolved struct {
-	// AgentURL is the URL of the agent under test (Testkube mode), from
-	// spec.workflow.testkube.agentRef; empty means the Service DNS name.
-	AgentURL string `json:"agentURL,omitempty"`
 	// OTELEndpoint is the OTLP endpoint from the cluster's otel-config ConfigMap.
 	OTELEndpoint string `json:"otelEndpoint,omitempty"`
 	// GCPProject is the GCP project of gke and talos clusters.

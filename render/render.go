@@ -6,15 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
 // File is one file of a bundle, its path relative to the repository path.
@@ -38,6 +41,9 @@ type Bundle struct {
 	Sync scribev1.ObjectIdentity
 	// Source is the custom resource the bundle was rendered from.
 	Source scribev1.ObjectIdentity
+	// ReadBack names, for the controller, the objects whose status moves
+	// the source on: decoded from the template's readBack section.
+	ReadBack contract.ReadBack
 	// Generation is the source's metadata.generation (0 when it has none, as
 	// in a file that never went through an apiserver). It is not part of the
 	// Digest: a new generation with the same output changes nothing.
@@ -53,17 +59,96 @@ type Provenance struct {
 	Digest          string                  `json:"digest"`
 }
 
-// Render validates and renders one custom resource.
+// Render decodes in.Object into its typed input (validated and defaulted
+// as the kube-apiserver would, see Decode) and renders it: a Workload with
+// the split in its status.traffic and status.stableVersion, if any, an
+// Experiment with in.Resolved.
 func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
-	obj := deepCopyJSON(in.Object).(map[string]any)
+	d, err := e.decode(ctx, in.Object)
+	if err != nil {
+		return nil, err
+	}
+	switch o := d.typed.(type) {
+	case *scribev1.Workload:
+		return e.renderWorkload(d, WorkloadInput{Workload: o, Traffic: o.Status.Traffic, Stable: o.Status.StableVersion, Publish: in.Publish}, "status.traffic")
+	case *scribev1.Experiment:
+		return e.renderExperiment(d, ExperimentInput{Experiment: o, Publish: in.Publish, Resolved: in.Resolved})
+	}
+	return nil, fmt.Errorf("render %s: no template for %T", d.name, d.typed)
+}
+
+// RenderWorkload renders one Workload with the split in.Traffic.
+func (e *Engine) RenderWorkload(ctx context.Context, in WorkloadInput) (*Bundle, error) {
+	if in.Workload == nil {
+		return nil, errors.New("render: WorkloadInput without a Workload")
+	}
+	obj, err := crObject(in.Workload, scribev1.WorkloadKind)
+	if err != nil {
+		return nil, err
+	}
+	d, err := e.decode(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return e.renderWorkload(d, in, "traffic")
+}
+
+// RenderExperiment renders one Experiment.
+func (e *Engine) RenderExperiment(ctx context.Context, in ExperimentInput) (*Bundle, error) {
+	if in.Experiment == nil {
+		return nil, errors.New("render: ExperimentInput without an Experiment")
+	}
+	obj, err := crObject(in.Experiment, scribev1.ExperimentKind)
+	if err != nil {
+		return nil, err
+	}
+	d, err := e.decode(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return e.renderExperiment(d, in)
+}
+
+// Decode validates and defaults a JSON-shaped custom resource exactly as
+// the kube-apiserver does on create (the generated CRD's schema, unknown
+// fields, CEL rules, defaults) and decodes it into its typed form, a
+// *v1alpha1.Workload or *v1alpha1.Experiment. Errors are *InputError,
+// naming the CR's fields.
+func (e *Engine) Decode(ctx context.Context, obj map[string]any) (client.Object, error) {
+	d, err := e.decode(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return d.typed, nil
+}
+
+// decoded is a custom resource after the apiserver's validation: the
+// defaulted JSON shape and the typed object decoded from it.
+type decoded struct {
+	obj   map[string]any
+	typed client.Object
+	kind  string
+	name  string // Kind/namespace/name, for messages
+}
+
+func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error) {
+	obj, _ := deepCopyJSON(in).(map[string]any)
+	if obj == nil {
+		obj = map[string]any{}
+	}
 	name := objectName(obj)
 	apiVersion, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
 	if apiVersion != scribev1.GroupVersion.String() {
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "apiVersion", Message: fmt.Sprintf("must be %s, not %q", scribev1.GroupVersion, apiVersion)}}}
 	}
-	tmpl, ok := e.templates[kind]
-	if !ok {
+	var typed client.Object
+	switch kind {
+	case scribev1.WorkloadKind:
+		typed = &scribev1.Workload{}
+	case scribev1.ExperimentKind:
+		typed = &scribev1.Experiment{}
+	default:
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "kind", Message: fmt.Sprintf("Scribe renders Workload and Experiment, not %q", kind)}}}
 	}
 	md, _ := obj["metadata"].(map[string]any)
@@ -83,30 +168,64 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	if errs := v.validate(ctx, obj); len(errs) > 0 {
 		return nil, &InputError{Object: name, Errors: errs}
 	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(typed); err != nil {
+		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "", Message: err.Error()}}}
+	}
+	return &decoded{obj: obj, typed: typed, kind: kind, name: name}, nil
+}
 
-	cueInput := map[string]any{
-		"metadata": map[string]any{"name": md["name"], "namespace": md["namespace"]},
-		"spec":     obj["spec"],
-		"publish":  in.Publish,
+// crObject is the JSON shape of a typed custom resource as render
+// validates it: apiVersion, kind, spec, and only the metadata the
+// templates and provenance use.
+func crObject(o client.Object, kind string) (map[string]any, error) {
+	m, err := ObjectFromClient(o)
+	if err != nil {
+		return nil, err
 	}
-	if labels, ok := md["labels"]; ok {
-		cueInput["metadata"].(map[string]any)["labels"] = labels
+	md := map[string]any{"name": o.GetName(), "namespace": o.GetNamespace()}
+	if len(o.GetLabels()) > 0 {
+		labels := make(map[string]any, len(o.GetLabels()))
+		for k, v := range o.GetLabels() {
+			labels[k] = v
+		}
+		md["labels"] = labels
 	}
-	var errs []FieldError
-	switch kind {
-	case scribev1.WorkloadKind:
-		errs = workloadInput(obj, cueInput)
-	case scribev1.ExperimentKind:
-		errs = e.experimentInput(obj, in.Resolved, cueInput)
+	if g := o.GetGeneration(); g != 0 {
+		md["generation"] = g
 	}
-	if len(errs) > 0 {
-		return nil, &InputError{Object: name, Errors: errs}
+	return map[string]any{
+		"apiVersion": scribev1.GroupVersion.String(),
+		"kind":       kind,
+		"metadata":   md,
+		"spec":       m["spec"],
+	}, nil
+}
+
+// metadataOf is the metadata the templates see.
+func metadataOf(o client.Object) contract.Metadata {
+	return contract.Metadata{Name: o.GetName(), Namespace: o.GetNamespace(), Labels: o.GetLabels()}
+}
+
+// renderBundle evaluates the template of d's kind with input and checks
+// every object it yields.
+func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
+	name := d.name
+	tmpl, ok := e.templates[d.kind]
+	if !ok {
+		return nil, fmt.Errorf("render %s: no template for %s", name, d.kind)
 	}
+	ns, nm := d.typed.GetNamespace(), d.typed.GetName()
 
 	// The input goes in as compiled JSON: cue.Context.Encode of nested Go
 	// maps made CUE v0.17 report fields of the input as undefined inside the
 	// templates' definitions.
-	inJSON, err := json.Marshal(map[string]any{"input": cueInput})
+	inJSON, err := canonicalJSON(map[string]any{"input": input})
 	if err != nil {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
@@ -116,27 +235,30 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	}
 	objects := filled.LookupPath(cue.ParsePath("objects"))
 	var values []cue.Value
+	var keys []string
 	it, err := objects.Fields()
 	if err != nil {
-		return nil, fmt.Errorf("render %s: template %s: %s", name, strings.ToLower(kind), cueerrors.Details(err, nil))
+		return nil, fmt.Errorf("render %s: template %s: %s", name, strings.ToLower(d.kind), cueerrors.Details(err, nil))
 	}
 	for it.Next() {
 		values = append(values, it.Value())
+		keys = append(keys, it.Selector().Unquoted())
 	}
 	sync := filled.LookupPath(cue.ParsePath("sync"))
 
 	b := &Bundle{
-		Dir:        fmt.Sprintf("%s/%s/%s", md["namespace"], strings.ToLower(kind), md["name"]),
-		Source:     scribev1.ObjectIdentity{APIVersion: apiVersion, Kind: kind, Namespace: md["namespace"].(string), Name: md["name"].(string)},
-		Generation: generation(md),
+		Dir:        fmt.Sprintf("%s/%s/%s", ns, strings.ToLower(d.kind), nm),
+		Source:     scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: d.kind, Namespace: ns, Name: nm},
+		Generation: d.typed.GetGeneration(),
 	}
 	rendered := map[string][]byte{}
-	for _, val := range values {
+	byKey := make(map[string]scribev1.ObjectIdentity, len(values))
+	for i, val := range values {
 		id, data, err := e.checkObject(name, val)
 		if err != nil {
 			return nil, err
 		}
-		if id.Namespace != md["namespace"] {
+		if id.Namespace != ns {
 			return nil, fmt.Errorf("render %s: %s %s is in namespace %q: a CR renders only into its own namespace", name, id.Kind, id.Name, id.Namespace)
 		}
 		file := strings.ToLower(id.Kind) + "-" + id.Name + ".yaml"
@@ -145,13 +267,16 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 		}
 		rendered[file] = data
 		b.Objects = append(b.Objects, id)
+		byKey[keys[i]] = id
 	}
 	syncID, syncData, err := e.checkObject(name, sync)
 	if err != nil {
 		return nil, err
 	}
 	b.Sync = syncID
-
+	if b.ReadBack, err = readBackOf(filled, b.Sync, byKey); err != nil {
+		return nil, fmt.Errorf("render %s: template %s: %w", name, strings.ToLower(d.kind), err)
+	}
 	fileNames := make([]string, 0, len(rendered))
 	for f := range rendered {
 		fileNames = append(fileNames, f)
@@ -253,16 +378,59 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	return id, data, nil
 }
 
-// generation reads metadata.generation, which JSON decoding may have made an
-// int64 or a float64.
-func generation(md map[string]any) int64 {
-	switch g := md["generation"].(type) {
-	case int64:
-		return g
-	case float64:
-		return int64(g)
-	case int:
-		return int64(g)
+// canonicalJSON encodes v with every object's keys sorted, so the order
+// of fields in the Go types never shows in what the templates produce (CUE
+// keeps the input's field order, for example in json.Marshal).
+func canonicalJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	return 0
+	var generic any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	return json.Marshal(generic)
+}
+
+// readBackOf decodes the template's readBack section and fills in the
+// identity of every object it names by key; a key the render has no
+// object under is a template error.
+func readBackOf(filled cue.Value, sync scribev1.ObjectIdentity, byKey map[string]scribev1.ObjectIdentity) (contract.ReadBack, error) {
+	var rb contract.ReadBack
+	raw, err := filled.LookupPath(cue.ParsePath("readBack")).MarshalJSON()
+	if err != nil {
+		return rb, fmt.Errorf("readBack: %s", cueerrors.Details(err, nil))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rb); err != nil {
+		return rb, fmt.Errorf("decode readBack: %w", err)
+	}
+	rb.Sync = contract.ObjectRef{Key: "sync", APIVersion: sync.APIVersion, Kind: sync.Kind, Namespace: sync.Namespace, Name: sync.Name}
+	var errs []error
+	fill := func(field string, r *contract.ObjectRef) {
+		if r == nil {
+			return
+		}
+		id, ok := byKey[r.Key]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s names %q, which is not among the rendered objects", field, r.Key))
+			return
+		}
+		r.APIVersion, r.Kind, r.Namespace, r.Name = id.APIVersion, id.Kind, id.Namespace, id.Name
+	}
+	for i := range rb.Deployments {
+		fill(fmt.Sprintf("readBack.deployments[%d]", i), &rb.Deployments[i].Deployment)
+	}
+	for i := range rb.Targets {
+		fill(fmt.Sprintf("readBack.targets[%d].cluster", i), rb.Targets[i].Cluster)
+		for j := range rb.Targets[i].Components {
+			fill(fmt.Sprintf("readBack.targets[%d].components[%d].delivery", i, j), rb.Targets[i].Components[j].Delivery)
+		}
+	}
+	fill("readBack.workflow", rb.Workflow)
+	return rb, errors.Join(errs...)
 }

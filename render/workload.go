@@ -2,66 +2,63 @@ package render
 
 import (
 	"fmt"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
-// workloadInput adds the traffic split and stable version to the CUE input.
-// The controller records both in status; without them the newest version
-// (the last entry of spec.versions) receives all traffic.
-func workloadInput(obj map[string]any, in map[string]any) []FieldError {
-	spec, _ := obj["spec"].(map[string]any)
-	status, _ := obj["status"].(map[string]any)
-	versions, _ := spec["versions"].([]any)
-	known := map[string]bool{}
-	var names []string
-	for _, v := range versions {
-		n, _ := v.(map[string]any)["name"].(string)
-		known[n] = true
-		names = append(names, n)
+// renderWorkload renders a validated Workload with the split of in.
+// trafficPath is where the split came from, for errors: status.traffic in
+// a file, traffic in a WorkloadInput.
+func (e *Engine) renderWorkload(d *decoded, in WorkloadInput, trafficPath string) (*Bundle, error) {
+	w, ok := d.typed.(*scribev1.Workload)
+	if !ok {
+		return nil, fmt.Errorf("render %s: not a Workload", d.name)
+	}
+	traffic, stable, errs := split(w, in.Traffic, in.Stable, trafficPath)
+	if len(errs) > 0 {
+		return nil, &InputError{Object: d.name, Errors: errs}
+	}
+	return e.renderBundle(d, contract.Workload{
+		Metadata: metadataOf(w),
+		Spec:     w.Spec,
+		Traffic:  traffic,
+		Stable:   stable,
+		Publish:  in.Publish,
+	})
+}
+
+// split checks the traffic split against spec.versions and picks the
+// stable version. Without a split the newest version (the last entry of
+// spec.versions) receives all traffic; without a known stable version the
+// heaviest one is stable.
+func split(w *scribev1.Workload, traffic []scribev1.VersionWeight, stable, at string) ([]scribev1.VersionWeight, string, []FieldError) {
+	known := make(map[string]bool, len(w.Spec.Versions))
+	for _, v := range w.Spec.Versions {
+		known[v.Name] = true
 	}
 	var errs []FieldError
-	var traffic []map[string]any
-	sum := int64(0)
-	stable, _ := status["stableVersion"].(string)
-	best, bestWeight := "", int64(-1)
-	if st, ok := status["traffic"].([]any); ok && len(st) > 0 {
-		for i, t := range st {
-			tm, _ := t.(map[string]any)
-			ver, _ := tm["version"].(string)
-			w := toInt(tm["weight"])
-			if !known[ver] {
-				errs = append(errs, FieldError{Path: fmt.Sprintf("status.traffic[%d].version", i), Message: fmt.Sprintf("version %q is not in spec.versions", ver)})
+	best, bestWeight := "", int32(-1)
+	if len(traffic) > 0 {
+		sum := int64(0)
+		for i, t := range traffic {
+			if !known[t.Version] {
+				errs = append(errs, FieldError{Path: fmt.Sprintf("%s[%d].version", at, i), Message: fmt.Sprintf("version %q is not in spec.versions", t.Version)})
 			}
-			sum += w
-			if w > bestWeight {
-				best, bestWeight = ver, w
+			sum += int64(t.Weight)
+			if t.Weight > bestWeight {
+				best, bestWeight = t.Version, t.Weight
 			}
-			traffic = append(traffic, map[string]any{"version": ver, "weight": w})
 		}
 		if sum != 100 {
-			errs = append(errs, FieldError{Path: "status.traffic", Message: fmt.Sprintf("weights add up to %d, not 100", sum)})
+			errs = append(errs, FieldError{Path: at, Message: fmt.Sprintf("weights add up to %d, not 100", sum)})
 		}
-	} else if len(names) > 0 {
-		best = names[len(names)-1]
-		traffic = []map[string]any{{"version": best, "weight": 100}}
+	} else if n := len(w.Spec.Versions); n > 0 {
+		best = w.Spec.Versions[n-1].Name
+		traffic = []scribev1.VersionWeight{{Version: best, Weight: 100}}
 	}
 	if stable == "" || !known[stable] {
 		stable = best
 	}
-	in["traffic"] = traffic
-	in["stable"] = stable
-	return errs
-}
-
-func toInt(v any) int64 {
-	switch n := v.(type) {
-	case int64:
-		return n
-	case int:
-		return int64(n)
-	case float64:
-		return int64(n)
-	case int32:
-		return int64(n)
-	}
-	return 0
+	return traffic, stable, errs
 }

@@ -1,5 +1,6 @@
 // Package schemas embeds the CUE definitions of every kind Scribe renders:
-// generated from k8s.io/api (`cue get go`) and from the upstream CRDs in
+// generated from k8s.io/api and Scribe's own render contract (`cue get go`,
+// `make generate`) and from the upstream CRDs in
 // ../shared/crds (`cue get crd`) by `make schemas`, plus hand-written
 // *_handwritten.cue files for kinds without a usable upstream CRD. The render
 // mounts this tree as the CUE module's cue.mod/gen.
@@ -9,5 +10,5 @@ import "embed"
 
 // FS holds the schema tree, one directory per import path.
 //
-//go:embed k8s.io *.io *.sh
+//go:embed k8s.io *.io *.sh github.com
 var FS embed.FS

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scribe-gitops/scribe/render"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
 // renderFlags are the flags shared by render, validate and diff.
@@ -43,16 +44,16 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 }
 
 func (f *renderFlags) publish() (render.Publish, error) {
-	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: f.applier, Namespace: f.applierNS, Name: f.sourceName, SourceKind: f.sourceKind, RepoURL: f.repoURL, Revision: f.revision}}
-	switch f.applier {
-	case "Flux":
+	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: contract.ApplierKind(f.applier), Namespace: f.applierNS, Name: f.sourceName, SourceKind: contract.SourceKind(f.sourceKind), RepoURL: f.repoURL, Revision: f.revision}}
+	switch p.Applier.Kind {
+	case contract.ApplierFlux:
 		if p.Applier.Namespace == "" {
 			p.Applier.Namespace = "flux-system"
 		}
-		if f.sourceKind != "GitRepository" && f.sourceKind != "OCIRepository" {
+		if k := p.Applier.SourceKind; k != contract.SourceGitRepository && k != contract.SourceOCIRepository {
 			return p, fmt.Errorf("--source-kind must be GitRepository or OCIRepository, not %q", f.sourceKind)
 		}
-	case "ArgoCD":
+	case contract.ApplierArgoCD:
 		if p.Applier.Namespace == "" {
 			p.Applier.Namespace = "argocd"
 		}

@@ -27,16 +27,17 @@ type Checker struct {
 }
 
 // Run evaluates every check of w against version.
-func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string) []scribev1.CheckResult {
+// deployment is the version's Deployment as the render's read-back names it.
+func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string, deployment scribev1.ObjectIdentity) []scribev1.CheckResult {
 	var out []scribev1.CheckResult
 	for _, ch := range w.Spec.Rollout.Analysis.Checks {
 		res := scribev1.CheckResult{Name: ch.Name}
 		var err error
 		switch ch.Type {
 		case "availability":
-			res.Passed, res.Message, err = c.availability(ctx, w, version)
+			res.Passed, res.Message, err = c.availability(ctx, deployment)
 		case "restarts":
-			res.Passed, res.Message, err = c.restarts(ctx, w, version, ch)
+			res.Passed, res.Message, err = c.restarts(ctx, deployment, ch)
 		case "prometheus":
 			res.Passed, res.Message, err = c.prometheus(ctx, ch)
 		default:
@@ -50,17 +51,19 @@ func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string)
 	return out
 }
 
-func (c *Checker) deployment(ctx context.Context, w *scribev1.Workload, version string) (*appsv1.Deployment, error) {
+func (c *Checker) deployment(ctx context.Context, id scribev1.ObjectIdentity) (*appsv1.Deployment, error) {
+	if id.Name == "" {
+		return nil, fmt.Errorf("the render names no Deployment for this version")
+	}
 	d := &appsv1.Deployment{}
-	name := deploymentName(w, version)
-	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d); err != nil {
-		return nil, fmt.Errorf("deployment %s: %w", name, err)
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: id.Namespace, Name: id.Name}, d); err != nil {
+		return nil, fmt.Errorf("deployment %s: %w", id.Name, err)
 	}
 	return d, nil
 }
 
-func (c *Checker) availability(ctx context.Context, w *scribev1.Workload, version string) (bool, string, error) {
-	d, err := c.deployment(ctx, w, version)
+func (c *Checker) availability(ctx context.Context, id scribev1.ObjectIdentity) (bool, string, error) {
+	d, err := c.deployment(ctx, id)
 	if err != nil {
 		return false, "", err
 	}
@@ -71,8 +74,8 @@ func (c *Checker) availability(ctx context.Context, w *scribev1.Workload, versio
 	return true, fmt.Sprintf("%s available (%d/%d ready)", d.Name, d.Status.ReadyReplicas, d.Status.Replicas), nil
 }
 
-func (c *Checker) restarts(ctx context.Context, w *scribev1.Workload, version string, ch scribev1.Check) (bool, string, error) {
-	d, err := c.deployment(ctx, w, version)
+func (c *Checker) restarts(ctx context.Context, id scribev1.ObjectIdentity, ch scribev1.Check) (bool, string, error) {
+	d, err := c.deployment(ctx, id)
 	if err != nil {
 		return false, "", err
 	}
@@ -81,7 +84,7 @@ func (c *Checker) restarts(ctx context.Context, w *scribev1.Workload, version st
 		return false, "", fmt.Errorf("deployment %s selector: %w", d.Name, err)
 	}
 	pods := &corev1.PodList{}
-	if err := c.Client.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := c.Client.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return false, "", fmt.Errorf("list pods of %s: %w", d.Name, err)
 	}
 	n := health.Restarts(pods.Items)

@@ -32,6 +32,7 @@ import (
 	"github.com/scribe-gitops/scribe/internal/health"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
 // Experiment-specific condition reasons and names.
@@ -67,10 +68,6 @@ const (
 	OTELConfigMapName = "otel-config"
 	// OTELEndpointKey is the key of the endpoint in OTELConfigMapName.
 	OTELEndpointKey = "endpoint"
-
-	// kubeconfigSuffix: Cluster API (and the vcluster chart, as Scribe renders
-	// it) write a cluster's kubeconfig to the Secret "<cluster>-kubeconfig".
-	kubeconfigSuffix = "-kubeconfig"
 )
 
 // ExperimentReconciler renders Experiments into one commit and walks their
@@ -324,14 +321,23 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 	out := make([]scribev1.TargetStatus, len(e.Spec.Targets))
 	clusterOK := make([]bool, len(e.Spec.Targets))
 	index := make(map[string]int, len(e.Spec.Targets))
+	readBack := make(map[string]contract.TargetReadBack, len(bundle.ReadBack.Targets))
+	for _, rb := range bundle.ReadBack.Targets {
+		readBack[rb.Name] = rb
+	}
 	for i, tg := range e.Spec.Targets {
 		index[tg.Name] = i
-		ts, err := r.cluster(ctx, e, tg, bundle)
+		rb, ok := readBack[tg.Name]
+		if !ok {
+			out[i] = scribev1.TargetStatus{Name: tg.Name, Phase: scribev1.ExperimentFailed, Message: "the render names nothing to read back for this target"}
+			continue
+		}
+		ts, err := r.cluster(ctx, e, tg, rb)
 		if err != nil {
 			return nil, err
 		}
 		if ts.ClusterReady {
-			if err := r.components(ctx, e, tg, bundle, &ts); err != nil {
+			if err := r.components(ctx, rb, &ts); err != nil {
 				return nil, err
 			}
 		}
@@ -381,41 +387,36 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 	return out, nil
 }
 
-// cluster reads one target's cluster: the hub is ready at once; gke and
-// talos need the Cluster API Cluster ready, vcluster its HelmRelease; both
-// need the kubeconfig Secret the applier uses to reach the cluster.
-func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experiment, tg scribev1.Target, bundle *render.Bundle) (scribev1.TargetStatus, error) {
+// cluster reads one target's cluster, as the render's read-back names it:
+// the hub is ready at once; gke and talos need the Cluster API Cluster
+// ready, vcluster its HelmRelease; both need the kubeconfig Secret the
+// applier uses to reach the cluster.
+func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experiment, tg scribev1.Target, rb contract.TargetReadBack) (scribev1.TargetStatus, error) {
 	ts := scribev1.TargetStatus{Name: tg.Name}
 	if tg.Cluster.Type == scribev1.ClusterHub {
 		ts.ClusterReady, ts.Message = true, "the hub cluster"
 		return ts, nil
 	}
-	name := e.Name + "-" + tg.Name
-	kind := "Cluster"
-	if tg.Cluster.Type == scribev1.ClusterVCluster {
-		kind = "HelmRelease"
-	}
-	var id *scribev1.ObjectIdentity
-	for i := range bundle.Objects {
-		if o := bundle.Objects[i]; o.Kind == kind && o.Name == name {
-			id = &bundle.Objects[i]
-		}
-	}
-	if id == nil {
-		ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("the render has no %s %s for this %s target", kind, name, tg.Cluster.Type)
+	if rb.Cluster == nil {
+		ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("the render names no cluster object for this %s target", tg.Cluster.Type)
 		return ts, nil
 	}
-	ts.KubeconfigSecret = name + kubeconfigSuffix
-	v, err := r.readBack(ctx, *id)
+	id := rb.Cluster.Identity()
+	ts.KubeconfigSecret = rb.KubeconfigSecret
+	v, err := r.readBack(ctx, id)
 	if err != nil {
 		return ts, err
 	}
 	switch v.State {
 	case health.Failed:
-		ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("%s %s: %s", kind, name, v.Message)
+		ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("%s %s: %s", id.Kind, id.Name, v.Message)
 		return ts, nil
 	case health.Pending:
-		ts.Message = fmt.Sprintf("%s %s: %s", kind, name, v.Message)
+		ts.Message = fmt.Sprintf("%s %s: %s", id.Kind, id.Name, v.Message)
+		return ts, nil
+	}
+	if ts.KubeconfigSecret == "" {
+		ts.ClusterReady, ts.Message = true, fmt.Sprintf("%s %s ready", id.Kind, id.Name)
 		return ts, nil
 	}
 	secret := &metav1.PartialObjectMetadata{}
@@ -424,38 +425,31 @@ func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experime
 		if !apierrors.IsNotFound(err) {
 			return ts, fmt.Errorf("get secret %s/%s: %w", e.Namespace, ts.KubeconfigSecret, err)
 		}
-		ts.Message = fmt.Sprintf("%s %s is ready; waiting for its kubeconfig Secret %s", kind, name, ts.KubeconfigSecret)
+		ts.Message = fmt.Sprintf("%s %s is ready; waiting for its kubeconfig Secret %s", id.Kind, id.Name, ts.KubeconfigSecret)
 		return ts, nil
 	}
-	ts.ClusterReady, ts.Message = true, fmt.Sprintf("%s %s ready", kind, name)
+	ts.ClusterReady, ts.Message = true, fmt.Sprintf("%s %s ready", id.Kind, id.Name)
 	return ts, nil
 }
 
 // components reads back the applier objects that deliver the target's
-// catalog components (and its observability wiring). The first failed one
-// fails the target with the applier's message; while any is pending, the
-// target's message says which.
-func (r *ExperimentReconciler) components(ctx context.Context, e *scribev1.Experiment, tg scribev1.Target, bundle *render.Bundle, ts *scribev1.TargetStatus) error {
-	names := make([]string, 0, len(tg.Components)+1)
-	for _, c := range tg.Components {
-		names = append(names, componentName(c))
-	}
-	if tg.Observability != nil && tg.Observability.Enabled {
-		names = append(names, "observability")
-	}
+// catalog components (and its observability wiring), as the render's
+// read-back names them. The first failed one fails the target with the
+// applier's message; while any is pending, the target's message says which.
+func (r *ExperimentReconciler) components(ctx context.Context, rb contract.TargetReadBack, ts *scribev1.TargetStatus) error {
 	ts.Components = nil
 	var pending []string
-	for _, name := range names {
-		cs := scribev1.ComponentStatus{Name: name}
-		id := deliveryObject(bundle, e.Name+"-"+tg.Name+"-"+name)
-		if id == nil {
+	for _, c := range rb.Components {
+		cs := scribev1.ComponentStatus{Name: c.Name}
+		if c.Delivery == nil {
 			cs.Message = "the render has no delivery for this component"
 			ts.Components = append(ts.Components, cs)
-			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s", name, cs.Message)
+			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s", c.Name, cs.Message)
 			continue
 		}
-		cs.Delivery = subjectOf(*id)
-		u, err := r.get(ctx, *id)
+		id := c.Delivery.Identity()
+		cs.Delivery = subjectOf(id)
+		u, err := r.get(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -470,9 +464,9 @@ func (r *ExperimentReconciler) components(ctx context.Context, e *scribev1.Exper
 		ts.Components = append(ts.Components, cs)
 		switch {
 		case v.State == health.Failed && ts.Phase != scribev1.ExperimentFailed:
-			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s: %s", name, cs.Delivery, v.Message)
+			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s: %s", c.Name, cs.Delivery, v.Message)
 		case v.State == health.Pending:
-			pending = append(pending, fmt.Sprintf("%s (%s)", name, v.Reason))
+			pending = append(pending, fmt.Sprintf("%s (%s)", c.Name, v.Reason))
 		}
 	}
 	if ts.Phase != scribev1.ExperimentFailed && len(pending) > 0 {
@@ -489,35 +483,6 @@ func componentsReady(ts scribev1.TargetStatus) bool {
 		}
 	}
 	return true
-}
-
-// componentName is the catalog name a component refers to.
-func componentName(c scribev1.Component) string {
-	switch {
-	case c.App != "":
-		return c.App
-	case c.Workflow != "":
-		return c.Workflow
-	}
-	return c.Config
-}
-
-// deliveryObject finds the rendered applier object (Flux Kustomization or
-// HelmRelease, Argo CD Application) named name.
-func deliveryObject(bundle *render.Bundle, name string) *scribev1.ObjectIdentity {
-	for i := range bundle.Objects {
-		o := bundle.Objects[i]
-		if o.Name != name {
-			continue
-		}
-		switch {
-		case o.Kind == "Kustomization" && strings.HasPrefix(o.APIVersion, "kustomize.toolkit.fluxcd.io/"),
-			o.Kind == "HelmRelease" && strings.HasPrefix(o.APIVersion, "helm.toolkit.fluxcd.io/"),
-			o.Kind == "Application" && strings.HasPrefix(o.APIVersion, "argoproj.io/"):
-			return &bundle.Objects[i]
-		}
-	}
-	return nil
 }
 
 // subjectOf names an object as Kind/namespace/name.
@@ -577,7 +542,7 @@ func (r *ExperimentReconciler) get(ctx context.Context, id scribev1.ObjectIdenti
 func (r *ExperimentReconciler) run(ctx context.Context, e *scribev1.Experiment, bundle *render.Bundle) (ctrl.Result, error) {
 	st := &e.Status
 	wf := e.Spec.Workflow
-	id := workflowObject(e, bundle)
+	id := bundle.ReadBack.Workflow
 	if wf == nil || id == nil {
 		// Without a workflow the experiment is the environment itself: it is
 		// complete once every target is ready.
@@ -591,7 +556,7 @@ func (r *ExperimentReconciler) run(ctx context.Context, e *scribev1.Experiment, 
 	if st.Workflow == nil || st.Workflow.Kind != id.Kind || st.Workflow.Name != id.Name {
 		st.Workflow = &scribev1.WorkflowStatus{Kind: id.Kind, Name: id.Name}
 	}
-	u, err := r.get(ctx, *id)
+	u, err := r.get(ctx, id.Identity())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -653,26 +618,6 @@ func completeRequested(e *scribev1.Experiment) bool {
 	return e.GetAnnotations()[CompleteAnnotation] != ""
 }
 
-// workflowObject finds the validation workflow among the rendered objects:
-// the Argo Workflow "<experiment>-validation-<hash>" or the Testkube
-// TestWorkflowExecution. Workflow components of hub targets are deliveries
-// like any other component and do not drive the phase.
-func workflowObject(e *scribev1.Experiment, bundle *render.Bundle) *scribev1.ObjectIdentity {
-	if e.Spec.Workflow == nil {
-		return nil
-	}
-	for i := range bundle.Objects {
-		o := bundle.Objects[i]
-		switch {
-		case e.Spec.Workflow.Engine == "testkube" && o.Kind == "TestWorkflowExecution":
-			return &bundle.Objects[i]
-		case e.Spec.Workflow.Engine != "testkube" && o.Kind == "Workflow" && strings.HasPrefix(o.APIVersion, "argoproj.io/") && strings.HasPrefix(o.Name, e.Name+"-validation-"):
-			return &bundle.Objects[i]
-		}
-	}
-	return nil
-}
-
 // enginePhase is the workflow engine's own phase: Argo's status.phase or
 // Testkube's latest execution result.
 func enginePhase(u *unstructured.Unstructured) string {
@@ -731,32 +676,10 @@ func (r *ExperimentReconciler) event(obj runtime.Object, typ, reason, format str
 	}
 }
 
-// resolve looks up what the render needs from the cluster: the agent's URL
-// and the OTLP endpoint.
+// resolve looks up what the render needs from the cluster: the OTLP
+// endpoint.
 func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experiment) (render.Resolved, error) {
 	var res render.Resolved
-	if wf := e.Spec.Workflow; wf != nil && wf.Testkube != nil {
-		ref := wf.Testkube.AgentRef
-		ns := ref.Namespace
-		if ns == "" {
-			ns = e.Namespace
-		}
-		port := ref.Port
-		if port == 0 {
-			// Not defaulted (an object stored before the default existed):
-			// the Service's first port, else 80.
-			port = 80
-			svc := &corev1.Service{}
-			err := r.Publisher.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, svc)
-			switch {
-			case err == nil && len(svc.Spec.Ports) > 0:
-				port = svc.Spec.Ports[0].Port
-			case err != nil && !apierrors.IsNotFound(err):
-				return res, fmt.Errorf("get agent service %s/%s: %w", ns, ref.Name, err)
-			}
-		}
-		res.AgentURL = fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", ref.Name, ns, port)
-	}
 	cm := &corev1.ConfigMap{}
 	err := r.Publisher.Reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: OTELConfigMapName}, cm)
 	switch {
@@ -769,19 +692,7 @@ func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experime
 }
 
 func (r *ExperimentReconciler) render(ctx context.Context, e *scribev1.Experiment, t *Target, resolved render.Resolved) (*render.Bundle, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
-	if err != nil {
-		return nil, fmt.Errorf("convert experiment: %w", err)
-	}
-	u["apiVersion"], u["kind"] = scribev1.GroupVersion.String(), scribev1.ExperimentKind
-	delete(u, "status")
-	md, _ := u["metadata"].(map[string]any)
-	m := map[string]any{"name": md["name"], "namespace": md["namespace"], "generation": md["generation"]}
-	if l, ok := md["labels"].(map[string]any); ok && len(l) > 0 {
-		m["labels"] = l
-	}
-	u["metadata"] = m
-	b, err := r.Publisher.Render(ctx, t, u, resolved)
+	b, err := r.Publisher.RenderExperiment(ctx, t, render.ExperimentInput{Experiment: e, Resolved: resolved})
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}

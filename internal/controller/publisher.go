@@ -30,6 +30,7 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish/forge"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 	"github.com/scribe-gitops/scribe/render"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
 // Reasons of Ready=False that the controller sets itself.
@@ -152,7 +153,7 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 	applier := repo.Spec.Applier
 	t.Input = render.DefaultPublish()
 	if applier.Kind != "" {
-		t.Input.Applier.Kind = applier.Kind
+		t.Input.Applier.Kind = contract.ApplierKind(applier.Kind)
 	}
 	if applier.Namespace != "" {
 		t.Input.Applier.Namespace = applier.Namespace
@@ -206,7 +207,7 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 		}
 		t.Sink, t.GitOpts = sink, &opts
 		t.Input.Path = opts.Path
-		t.Input.Applier.SourceKind = "GitRepository"
+		t.Input.Applier.SourceKind = contract.SourceGitRepository
 		t.Input.Applier.RepoURL = g.URL
 		t.Input.Applier.Revision = opts.Branch
 	case repo.Spec.OCI != nil:
@@ -225,7 +226,7 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 		}
 		t.Sink, t.OCI = sink, sink
 		t.Input.Path = "."
-		t.Input.Applier.SourceKind = "OCIRepository"
+		t.Input.Applier.SourceKind = contract.SourceOCIRepository
 	default:
 		return nil, &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s has neither git nor oci", repo.Namespace, repo.Name)}
 	}
@@ -267,12 +268,27 @@ func (p *Publisher) secretWithVersion(ctx context.Context, namespace, name strin
 	return s.Data, s.Namespace + "/" + s.Name + "@" + s.ResourceVersion, nil
 }
 
-// Render renders obj for the target.
-func (p *Publisher) Render(ctx context.Context, t *Target, obj map[string]any, resolved render.Resolved) (*render.Bundle, error) {
-	if resolved.GCPProject == "" {
-		resolved.GCPProject = p.GCPProject
+// RenderWorkload renders a Workload for the target.
+func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.WorkloadInput) (*render.Bundle, error) {
+	in.Publish = t.Input
+	return p.render(ctx, t, scribev1.WorkloadKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
+		return e.RenderWorkload(ctx, in)
+	})
+}
+
+// RenderExperiment renders an Experiment for the target.
+func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.ExperimentInput) (*render.Bundle, error) {
+	in.Publish = t.Input
+	if in.Resolved.GCPProject == "" {
+		in.Resolved.GCPProject = p.GCPProject
 	}
-	kind, _ := obj["kind"].(string)
+	return p.render(ctx, t, scribev1.ExperimentKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
+		return e.RenderExperiment(ctx, in)
+	})
+}
+
+// render runs one render with the target's engine, traced and measured.
+func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(context.Context, *render.Engine) (*render.Bundle, error)) (*render.Bundle, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "render", trace.WithAttributes(attribute.String("scribe.kind", kind)))
 	defer span.End()
 	start := time.Now()
@@ -280,7 +296,7 @@ func (p *Publisher) Render(ctx context.Context, t *Target, obj map[string]any, r
 	if engine == nil {
 		engine = p.Engine
 	}
-	b, err := engine.Render(ctx, render.Input{Object: obj, Publish: t.Input, Resolved: resolved})
+	b, err := fn(ctx, engine)
 	p.Metrics.ObserveRender(kind, time.Since(start))
 	if err != nil {
 		span.RecordError(err)
@@ -357,12 +373,12 @@ func (p *Publisher) Nudge(ctx context.Context, t *Target, sync scribev1.ObjectId
 	var key types.NamespacedName
 	var patch string
 	switch t.Input.Applier.Kind {
-	case "ArgoCD":
+	case contract.ApplierArgoCD:
 		u.SetGroupVersionKind(argoApplicationGVK)
 		key = types.NamespacedName{Namespace: sync.Namespace, Name: sync.Name}
 		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:"normal"}}}`, ArgoRefreshAnnotation)
 	default:
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: t.Input.Applier.SourceKind})
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: string(t.Input.Applier.SourceKind)})
 		key = types.NamespacedName{Namespace: t.Input.Applier.Namespace, Name: t.Input.Applier.Name}
 		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RequestedAtAnnotation, now)
 	}
@@ -385,7 +401,7 @@ func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.O
 		span.End()
 	}()
 	anc := p.ancestry(t, src)
-	if t.Input.Applier.Kind == "ArgoCD" {
+	if t.Input.Applier.Kind == contract.ApplierArgoCD {
 		app := &unstructured.Unstructured{}
 		app.SetGroupVersionKind(argoApplicationGVK)
 		if err := p.Client.Get(ctx, types.NamespacedName{Namespace: sync.Namespace, Name: sync.Name}, app); err != nil {
@@ -420,7 +436,7 @@ func (p *Publisher) ancestry(t *Target, src scribev1.ObjectIdentity) health.Ance
 // applier having pruned it.
 func (p *Publisher) SyncGone(ctx context.Context, t *Target, sync scribev1.ObjectIdentity) (bool, error) {
 	var obj client.Object
-	if t.Input.Applier.Kind == "ArgoCD" {
+	if t.Input.Applier.Kind == contract.ApplierArgoCD {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(argoApplicationGVK)
 		obj = u

@@ -236,7 +236,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		// (yet): the analysis runs anyway, so a version that never becomes
 		// available fails its checks and is rolled back after threshold
 		// rounds instead of holding the rollout forever.
-		if res, done, err := r.analyse(ctx, w, patcher, t); done || err != nil {
+		if res, done, err := r.analyse(ctx, w, patcher, t, bundle); done || err != nil {
 			return res, err
 		}
 	}
@@ -279,7 +279,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		r.event(w, corev1.EventTypeNormal, "StepHealthy", "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision))
 	}
 	if st.StableVersion != "" {
-		if res, done, err := r.analyse(ctx, w, patcher, t); done || err != nil {
+		if res, done, err := r.analyse(ctx, w, patcher, t, bundle); done || err != nil {
 			return res, err
 		}
 	}
@@ -309,7 +309,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 
 // analyse runs the checks when due; done means the reconcile is over (a
 // rollback happened or the next round is scheduled).
-func (r *WorkloadReconciler) analyse(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, bool, error) {
+func (r *WorkloadReconciler) analyse(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target, bundle *render.Bundle) (ctrl.Result, bool, error) {
 	st := &w.Status
 	a := w.Spec.Rollout
 	if a == nil || a.Analysis == nil || len(a.Analysis.Checks) == 0 || r.Checks == nil {
@@ -321,7 +321,7 @@ func (r *WorkloadReconciler) analyse(ctx context.Context, w *scribev1.Workload, 
 	}
 	now := metav1.Now()
 	st.LastAnalysisAt = &now
-	results := r.Checks.Run(ctx, w, st.CanaryVersion)
+	results := r.Checks.Run(ctx, w, st.CanaryVersion, deploymentOf(bundle, st.CanaryVersion))
 	st.Checks = results
 	var failed []string
 	for _, c := range results {
@@ -512,80 +512,66 @@ func stepEvidence(w *scribev1.Workload) string {
 	return b.String()
 }
 
+// render renders the Workload's current intent: the versions still
+// deployed (renderedVersions) and the traffic split in status.
 func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t *Target) (*render.Bundle, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
-	if err != nil {
-		return nil, fmt.Errorf("convert workload: %w", err)
-	}
-	u["apiVersion"], u["kind"] = scribev1.GroupVersion.String(), scribev1.WorkloadKind
 	keep := renderedVersions(w, time.Now())
-	if spec, ok := u["spec"].(map[string]any); ok {
-		if vs, ok := spec["versions"].([]any); ok {
-			var kept []any
-			for _, v := range vs {
-				if m, ok := v.(map[string]any); ok && keep[fmt.Sprint(m["name"])] {
-					kept = append(kept, v)
-				}
-			}
-			spec["versions"] = kept
+	in := w.DeepCopy()
+	in.Spec.Versions = nil
+	for _, v := range w.Spec.Versions {
+		if keep[v.Name] {
+			in.Spec.Versions = append(in.Spec.Versions, v)
 		}
 	}
-	if st, ok := u["status"].(map[string]any); ok {
-		if tr, ok := st["traffic"].([]any); ok {
-			var kept []any
-			for _, e := range tr {
-				if m, ok := e.(map[string]any); ok && keep[fmt.Sprint(m["version"])] {
-					kept = append(kept, e)
-				}
-			}
-			st["traffic"] = kept
+	var traffic []scribev1.VersionWeight
+	for _, tr := range w.Status.Traffic {
+		if keep[tr.Version] {
+			traffic = append(traffic, tr)
 		}
 	}
-	status := map[string]any{}
-	if st, ok := u["status"].(map[string]any); ok {
-		for _, k := range []string{"traffic", "stableVersion"} {
-			if v, ok := st[k]; ok {
-				status[k] = v
-			}
-		}
-	}
-	u["status"] = status
-	md, _ := u["metadata"].(map[string]any)
-	meta := map[string]any{"name": md["name"], "namespace": md["namespace"]}
-	for _, k := range []string{"labels", "generation"} {
-		if v, ok := md[k]; ok && v != nil {
-			meta[k] = v
-		}
-	}
-	u["metadata"] = meta
-	return r.Publisher.Render(ctx, t, u, render.Resolved{})
+	return r.Publisher.RenderWorkload(ctx, t, render.WorkloadInput{Workload: in, Traffic: traffic, Stable: w.Status.StableVersion})
 }
 
-// deployments reads the rendered Deployments of every version with traffic.
+// deployments reads the rendered Deployment (as the render's read-back
+// names it) of every version with traffic.
 func (r *WorkloadReconciler) deployments(ctx context.Context, w *scribev1.Workload, b *render.Bundle) health.Verdict {
 	var vs []health.Verdict
 	for _, tr := range w.Status.Traffic {
 		if tr.Version == w.Status.RolledBackVersion && tr.Weight == 0 {
 			continue // the abandoned version is expected to be unhealthy
 		}
-		name := deploymentName(w, tr.Version)
+		id := deploymentOf(b, tr.Version)
+		if id.Name == "" {
+			vs = append(vs, health.Verdict{State: health.Pending, Reason: "NotObserved", Message: "the render has no Deployment for version " + tr.Version})
+			continue
+		}
 		d := &appsv1.Deployment{}
-		if err := r.Publisher.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d); err != nil {
+		if err := r.Publisher.Client.Get(ctx, types.NamespacedName{Namespace: id.Namespace, Name: id.Name}, d); err != nil {
 			msg := err.Error()
 			if apierrors.IsNotFound(err) {
 				msg = "not created yet"
 			}
-			vs = append(vs, health.Verdict{State: health.Pending, Reason: "NotObserved", Message: "Deployment " + name + ": " + msg})
+			vs = append(vs, health.Verdict{State: health.Pending, Reason: "NotObserved", Message: "Deployment " + id.Name + ": " + msg})
 			continue
 		}
 		v := health.Deployment(d)
 		if v.State != health.Healthy {
-			v.Message = "Deployment " + name + ": " + v.Message
+			v.Message = "Deployment " + id.Name + ": " + v.Message
 		}
 		vs = append(vs, v)
 	}
-	_ = b
 	return health.Aggregate(vs...)
+}
+
+// deploymentOf is the Deployment of version as the render's read-back
+// names it (empty when the render has none).
+func deploymentOf(b *render.Bundle, version string) scribev1.ObjectIdentity {
+	for _, d := range b.ReadBack.Deployments {
+		if d.Version == version {
+			return d.Deployment.Identity()
+		}
+	}
+	return scribev1.ObjectIdentity{}
 }
 
 // finalize commits the Workload's removal (phase Deleting records it) and
@@ -684,14 +670,6 @@ func fmtTraffic(tr []scribev1.VersionWeight) string {
 		parts = append(parts, fmt.Sprintf("%s=%d%%", t.Version, t.Weight))
 	}
 	return strings.Join(parts, ",")
-}
-
-func deploymentName(w *scribev1.Workload, version string) string {
-	base := w.Name
-	if w.Spec.Service.Name != "" {
-		base = w.Spec.Service.Name
-	}
-	return base + "-" + version
 }
 
 func shortRev(rev string) string {
