@@ -15,6 +15,12 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-li
 
 GO_TEST_FLAGS ?= -count=1
 
+# Upstream CRDs (tests, schemas): an offline mirror with one folder per
+# project, ../shared/crds beside the repository when it exists; otherwise the
+# pinned modules from the Go module proxy (internal/crds).
+REPO_ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+SCRIBE_CRDS_DIR ?= $(abspath $(wildcard $(REPO_ROOT)/../shared/crds))
+
 .PHONY: all
 all: build
 
@@ -41,8 +47,8 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 
 .PHONY: test
 test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
-	KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
-	SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
 
 .PHONY: test-race
 test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.
@@ -144,8 +150,8 @@ generate: $(CONTROLLER_GEN) $(CUE) ## Generate deepcopy functions, and the CUE d
 	CUE=$(CUE) hack/gen-contract.sh
 
 .PHONY: schemas
-schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and ../shared/crds.
-	CUE=$(CUE) hack/gen-schemas.sh
+schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and the upstream CRDs (needs SCRIBE_CRDS_DIR, see README).
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" CUE=$(CUE) hack/gen-schemas.sh
 
 .PHONY: envtest-assets
 envtest-assets: ## Build etcd and kube-apiserver from the Go module proxy into the cache (once per version).

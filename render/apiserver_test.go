@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -17,48 +18,36 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/scribe-gitops/scribe/internal/crds"
+	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 	"github.com/scribe-gitops/scribe/render"
 )
 
-// Kinds Scribe renders whose upstream CRDs are not in ../shared/crds (their
-// CUE schemas are hand-written); the apiserver cannot check them.
-var noUpstreamCRD = map[string]bool{
-	"TalosControlPlane":   true,
-	"TalosConfigTemplate": true,
-	"GCPMachineTemplate":  true,
-}
-
-func sharedCRDs(t *testing.T) []string {
-	// The upstream CRDs live beside the repository (../shared/crds), or where
-	// SCRIBE_SHARED_CRDS says.
-	root := os.Getenv("SCRIBE_SHARED_CRDS")
-	for _, candidate := range []string{filepath.Join("..", "..", "shared", "crds"), "/work/shared/crds"} {
-		if root != "" {
-			break
-		}
-		if _, err := os.Stat(candidate); err == nil {
-			root = candidate
+// upstreamCRDs returns the CRD files of every upstream project Scribe
+// renders for that can be found, and the kinds of those that cannot (not
+// served by the Go module proxy, no SCRIBE_CRDS_DIR mirror): objects of those
+// kinds are checked only against their CUE schema.
+func upstreamCRDs(t *testing.T) (files []string, unchecked map[string]string) {
+	t.Helper()
+	files, missing := crdstest.Available(t, crds.Names()...)
+	unchecked = map[string]string{}
+	for _, p := range crds.Projects() {
+		if slices.Contains(missing, p.Name) {
+			for _, k := range p.Kinds {
+				unchecked[k] = p.Name
+			}
 		}
 	}
-	dirs, err := filepath.Glob(filepath.Join(root, "*"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no upstream CRDs under %s (set SCRIBE_SHARED_CRDS)", root)
-	}
-	var out []string
-	for _, d := range dirs {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			out = append(out, d)
-		}
-	}
-	return out
+	return files, unchecked
 }
 
 func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
 	}
+	files, unchecked := upstreamCRDs(t)
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     append(sharedCRDs(t), filepath.Join("..", "config", "crd", "bases")),
+		CRDDirectoryPaths:     append(files, filepath.Join("..", "config", "crd", "bases")),
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -125,8 +114,8 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 	for _, it := range items {
 		gvk := it.obj.GroupVersionKind()
 		if _, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version); err != nil {
-			if meta.IsNoMatchError(err) && noUpstreamCRD[gvk.Kind] {
-				skipped[gvk.Kind] = true
+			if project, ok := unchecked[gvk.Kind]; ok && meta.IsNoMatchError(err) {
+				skipped[gvk.Kind+" ("+project+")"] = true
 				continue
 			}
 			t.Errorf("%s: no API for %s: %v", it.file, gvk, err)
@@ -142,5 +131,8 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 	if checked < 50 {
 		t.Errorf("only %d objects checked", checked)
 	}
-	t.Logf("%d objects accepted by the apiserver; kinds without an upstream CRD, checked only against their CUE schema: %v", checked, skipped)
+	if len(skipped) > 0 {
+		t.Logf("kinds whose upstream CRDs were not found, checked only against their CUE schema (set %s to a mirror to check them): %v", crds.EnvDir, skipped)
+	}
+	t.Logf("%d objects accepted by the apiserver", checked)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 )
 
 func TestControllerRejectsAnInvalidLogLevel(t *testing.T) {
@@ -106,11 +106,9 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
 	}
 	crdDirs := []string{filepath.Join("..", "..", "config", "crd", "bases")}
-	shared, err := sharedCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: append(crdDirs, shared...), ErrorIfCRDPathMissing: true}
+	// Flux's and Argo CD's CRDs, which the controller watches.
+	upstream := crdstest.Files(t, "flux-source", "flux-kustomize", "argocd")
+	env := &envtest.Environment{CRDDirectoryPaths: append(crdDirs, upstream...), ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver: %v", err)
@@ -251,26 +249,6 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 		t.Errorf("the Lease is still held by %q after shutdown; leadership is not released on cancel", *l.Spec.HolderIdentity)
 	}
-}
-
-// sharedCRDs are Flux's and Argo CD's CRDs, which the controller watches.
-func sharedCRDs() ([]string, error) {
-	root := os.Getenv("SCRIBE_SHARED_CRDS")
-	for _, candidate := range []string{filepath.Join("..", "..", "..", "shared", "crds"), "/work/shared/crds"} {
-		if root != "" {
-			break
-		}
-		if _, err := os.Stat(candidate); err == nil {
-			root = candidate
-		}
-	}
-	dirs := []string{filepath.Join(root, "flux"), filepath.Join(root, "argocd")}
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err != nil {
-			return nil, fmt.Errorf("upstream CRDs %s: %w (set SCRIBE_SHARED_CRDS)", d, err)
-		}
-	}
-	return dirs, nil
 }
 
 // freePort returns 127.0.0.1:PORT of a port that was free a moment ago.

@@ -24,24 +24,28 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 )
 
-// expInstallCRDs installs upstream CRDs (files under shared/crds) that the
-// package's envtest does not install: Argo Workflows' Workflow and Cluster
-// API's Cluster. Installing is idempotent.
-func expInstallCRDs(t *testing.T, f *fixture, files ...string) {
+// expInstallCRDs installs upstream CRDs, named "<project>/<file>" (see
+// internal/crds), that the package's envtest does not install: Argo
+// Workflows' Workflow and Cluster API's Cluster. A test whose CRD cannot be
+// found (Argo Workflows needs SCRIBE_CRDS_DIR) is skipped. Installing is
+// idempotent.
+func expInstallCRDs(t *testing.T, f *fixture, crds ...string) {
 	t.Helper()
-	dirs, err := sharedCRDDirs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Dir(dirs[0])
-	paths := make([]string, 0, len(files))
-	for _, file := range files {
-		paths = append(paths, filepath.Join(root, file))
+	paths := make([]string, 0, len(crds))
+	for _, crd := range crds {
+		project, file, _ := strings.Cut(crd, "/")
+		files := crdstest.Files(t, project)
+		i := slices.IndexFunc(files, func(p string) bool { return filepath.Base(p) == file })
+		if i < 0 {
+			t.Fatalf("upstream project %s has no CRD file %s", project, file)
+		}
+		paths = append(paths, files[i])
 	}
 	if _, err := envtest.InstallCRDs(f.e.cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
-		t.Fatalf("install CRDs %v: %v", files, err)
+		t.Fatalf("install CRDs %v: %v", crds, err)
 	}
 }
 

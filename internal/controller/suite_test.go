@@ -29,6 +29,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
@@ -47,25 +48,6 @@ var (
 	envStop func() error
 )
 
-func sharedCRDDirs() ([]string, error) {
-	root := os.Getenv("SCRIBE_SHARED_CRDS")
-	for _, candidate := range []string{filepath.Join("..", "..", "..", "shared", "crds"), "/work/shared/crds"} {
-		if root != "" {
-			break
-		}
-		if _, err := os.Stat(candidate); err == nil {
-			root = candidate
-		}
-	}
-	dirs := []string{filepath.Join(root, "flux"), filepath.Join(root, "argocd")}
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err != nil {
-			return nil, fmt.Errorf("upstream CRDs %s: %w (set SCRIBE_SHARED_CRDS)", d, err)
-		}
-	}
-	return dirs, nil
-}
-
 // testEnv starts the control plane once for the package.
 func testEnv(t *testing.T) *env {
 	t.Helper()
@@ -73,13 +55,16 @@ func testEnv(t *testing.T) *env {
 		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
 	}
 	envOnce.Do(func() {
-		dirs, err := sharedCRDDirs()
+		// Flux's sources and Kustomization and Argo CD's Application,
+		// which the controllers read and watch; the Go module proxy serves
+		// all three. Tests that need more install it (expInstallCRDs).
+		files, err := crds.Files(context.Background(), "flux-source", "flux-kustomize", "argocd")
 		if err != nil {
 			envErr = err
 			return
 		}
 		e := &envtest.Environment{
-			CRDDirectoryPaths:     append(dirs, filepath.Join("..", "..", "config", "crd", "bases")),
+			CRDDirectoryPaths:     append(files, filepath.Join("..", "..", "config", "crd", "bases")),
 			ErrorIfCRDPathMissing: true,
 		}
 		cfg, err := e.Start()

@@ -34,17 +34,19 @@ func skipWithoutLoop(t *testing.T) {
 }
 
 // startScribe runs the Scribe controller against the stack until the test
-// ends.
+// ends. Its manager and controllers log to scribe.log in the stack's folder;
+// the process-wide logger (TestMain) is set only once per process, so it is
+// not used for that.
 func startScribe(t *testing.T, s *Stack, opts ...controller.Options) {
 	t.Helper()
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile(t, s, "scribe"))))
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
 	skip := true // several managers run in one test process
 	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}})
+		Controller: config.Controller{SkipNameValidation: &skip},
+		Logger:     zap.New(zap.WriteTo(logFile(t, s, "scribe")))})
 	if err != nil {
 		t.Fatal(err)
 	}

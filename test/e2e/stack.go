@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
@@ -146,20 +147,18 @@ func (s *Stack) start(t testing.TB) error {
 	if err != nil {
 		return err
 	}
-	shared := os.Getenv("SCRIBE_SHARED_CRDS")
-	if shared == "" {
-		shared = filepath.Join(repoRoot(), "..", "shared", "crds")
-		if _, err := os.Stat(shared); err != nil {
-			shared = "/work/shared/crds"
-		}
+	// Gateway API's CRDs (the HTTPRoute a canary commits); the Go module
+	// proxy serves them, so the loop needs no mirror.
+	gatewayAPI, err := crds.Files(context.Background(), "gateway-api")
+	if err != nil {
+		return err
 	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: cp,
-		CRDDirectoryPaths: []string{
+		CRDDirectoryPaths: append([]string{
 			filepath.Join(repoRoot(), "config", "crd", "bases"),
 			filepath.Join(loop, "crds"),
-			filepath.Join(shared, "gateway-api"),
-		},
+		}, gatewayAPI...),
 		ErrorIfCRDPathMissing: true,
 		// Bounded, so Ctrl-C never waits long for a graceful apiserver.
 		ControlPlaneStopTimeout: 15 * time.Second,
