@@ -587,7 +587,7 @@ func (r *ExperimentReconciler) run(ctx context.Context, e *scribev1.Experiment, 
 		conditions.Delete(e, scribev1.StalledCondition)
 		return ctrl.Result{}, nil
 	}
-	manual := wf.Completion != nil && wf.Completion.Mode == "manual"
+	manual := wf.Completion != nil && wf.Completion.Mode == scribev1.CompletionManual
 	if st.Workflow == nil || st.Workflow.Kind != id.Kind || st.Workflow.Name != id.Name {
 		st.Workflow = &scribev1.WorkflowStatus{Kind: id.Kind, Name: id.Name}
 	}
@@ -664,9 +664,9 @@ func workflowObject(e *scribev1.Experiment, bundle *render.Bundle) *scribev1.Obj
 	for i := range bundle.Objects {
 		o := bundle.Objects[i]
 		switch {
-		case e.Spec.Workflow.Engine == "testkube" && o.Kind == "TestWorkflowExecution":
+		case e.Spec.Workflow.Engine == scribev1.EngineTestkube && o.Kind == "TestWorkflowExecution":
 			return &bundle.Objects[i]
-		case e.Spec.Workflow.Engine != "testkube" && o.Kind == "Workflow" && strings.HasPrefix(o.APIVersion, "argoproj.io/") && strings.HasPrefix(o.Name, e.Name+"-validation-"):
+		case e.Spec.Workflow.Engine != scribev1.EngineTestkube && o.Kind == "Workflow" && strings.HasPrefix(o.APIVersion, "argoproj.io/") && strings.HasPrefix(o.Name, e.Name+"-validation-"):
 			return &bundle.Objects[i]
 		}
 	}

@@ -19,12 +19,12 @@ func TestRolloutStrategiesGiveTheirTrafficSteps(t *testing.T) {
 		pause0  time.Duration
 	}{
 		{"no rollout switches at once", nil, []string{"v1=0%,v2=100%"}, 0},
-		{"canary walks its steps", &scribev1.Rollout{Strategy: "canary", Steps: []scribev1.RolloutStep{{Weight: 10, Pause: hold}, {Weight: 50}, {Weight: 100}}},
+		{"canary walks its steps", &scribev1.Rollout{Strategy: scribev1.StrategyCanary, Steps: []scribev1.RolloutStep{{Weight: 10, Pause: hold}, {Weight: 50}, {Weight: 100}}},
 			[]string{"v1=90%,v2=10%", "v1=50%,v2=50%", "v1=0%,v2=100%"}, time.Minute},
-		{"canary without steps switches at once", &scribev1.Rollout{Strategy: "canary"}, []string{"v1=0%,v2=100%"}, 0},
-		{"blue-green runs the new version dark, then switches", &scribev1.Rollout{Strategy: "blueGreen", Steps: []scribev1.RolloutStep{{Weight: 100, Pause: hold}}},
+		{"canary without steps switches at once", &scribev1.Rollout{Strategy: scribev1.StrategyCanary}, []string{"v1=0%,v2=100%"}, 0},
+		{"blue-green runs the new version dark, then switches", &scribev1.Rollout{Strategy: scribev1.StrategyBlueGreen, Steps: []scribev1.RolloutStep{{Weight: 100, Pause: hold}}},
 			[]string{"v1=100%,v2=0%", "v1=0%,v2=100%"}, time.Minute},
-		{"rolling has no split", &scribev1.Rollout{Strategy: "rolling"}, []string{"v2=100%"}, 0},
+		{"rolling has no split", &scribev1.Rollout{Strategy: scribev1.StrategyRolling}, []string{"v2=100%"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &scribev1.Workload{Spec: scribev1.WorkloadSpec{Rollout: tc.rollout}, Status: scribev1.WorkloadStatus{StableVersion: "v1", CanaryVersion: "v2"}}

@@ -411,7 +411,7 @@ func baseOpts(t *Target) publish.GitOptions {
 }
 
 func promotesByPullRequest(w *scribev1.Workload) bool {
-	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == "pullRequest"
+	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == scribev1.PromotionPullRequest
 }
 
 // rollback commits all traffic back to the stable version, once.
@@ -626,13 +626,13 @@ func steps(w *scribev1.Workload) []scribev1.RolloutStep {
 		return []scribev1.RolloutStep{{Weight: 100}}
 	}
 	switch ro.Strategy {
-	case "blueGreen":
+	case scribev1.StrategyBlueGreen:
 		var p *metav1.Duration
 		if len(ro.Steps) > 0 {
 			p = ro.Steps[0].Pause
 		}
 		return []scribev1.RolloutStep{{Weight: 0, Pause: p}, {Weight: 100}}
-	case "rolling":
+	case scribev1.StrategyRolling:
 		return []scribev1.RolloutStep{{Weight: 100}}
 	}
 	if len(ro.Steps) == 0 {
@@ -643,7 +643,7 @@ func steps(w *scribev1.Workload) []scribev1.RolloutStep {
 
 func stepTraffic(w *scribev1.Workload, i int) []scribev1.VersionWeight {
 	s := steps(w)[i]
-	if w.Spec.Rollout != nil && w.Spec.Rollout.Strategy == "rolling" {
+	if w.Spec.Rollout != nil && w.Spec.Rollout.Strategy == scribev1.StrategyRolling {
 		return []scribev1.VersionWeight{{Version: w.Status.CanaryVersion, Weight: 100}}
 	}
 	return []scribev1.VersionWeight{{Version: w.Status.StableVersion, Weight: 100 - s.Weight}, {Version: w.Status.CanaryVersion, Weight: s.Weight}}
