@@ -10,8 +10,9 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
-// The rollout decision (rollout.go) is pure: it reads a spec, a status and
-// what the reconciler observed, and says what to record and do. What they say to show and tell is data: a
+// The rollout (rollout.go) and Experiment stage (stages.go) decisions are
+// pure: they read a spec, a status and what the reconciler observed, and
+// say what to record and do. What they say to show and tell is data: a
 // Mark per condition change and an Event per Kubernetes event, which the
 // reconciler carries out in order.
 
