@@ -155,10 +155,9 @@ type Observability struct {
 // +kubebuilder:validation:XValidation:rule="self.engine != 'argo' || has(self.template)",message="engine: argo needs a template"
 type ExperimentWorkflow struct {
 	// Engine runs the workflow: Argo Workflows or Testkube.
-	// +kubebuilder:validation:Enum=argo;testkube
 	// +kubebuilder:default=argo
 	// +optional
-	Engine string `json:"engine,omitempty"`
+	Engine WorkflowEngine `json:"engine,omitempty"`
 
 	// Template is the catalog name of the workflow template.
 	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -180,20 +179,44 @@ type ExperimentWorkflow struct {
 	Testkube *TestkubeSpec `json:"testkube,omitempty"`
 }
 
+// WorkflowEngine runs an Experiment's validation workflow.
+// +kubebuilder:validation:Enum=argo;testkube
+type WorkflowEngine string
+
+// Workflow engines.
+const (
+	// EngineArgo runs the workflow as an Argo Workflow.
+	EngineArgo WorkflowEngine = "argo"
+	// EngineTestkube runs the workflow as a Testkube TestWorkflowExecution.
+	EngineTestkube WorkflowEngine = "testkube"
+)
+
 // Completion says when an experiment ends.
 type Completion struct {
 	// Mode: workflow (when the workflow finishes) or manual (when the
 	// annotation scribe.dev/complete is set).
-	// +kubebuilder:validation:Enum=workflow;manual
 	// +kubebuilder:default=workflow
 	// +optional
-	Mode string `json:"mode,omitempty"`
+	Mode CompletionMode `json:"mode,omitempty"`
 	// Timeout fails the experiment when the workflow runs longer.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
+
+// CompletionMode says what completes an Experiment.
+// +kubebuilder:validation:Enum=workflow;manual
+type CompletionMode string
+
+// Completion modes.
+const (
+	// CompletionWorkflow completes the Experiment when its workflow succeeds.
+	CompletionWorkflow CompletionMode = "workflow"
+	// CompletionManual completes the Experiment when the annotation
+	// scribe.dev/complete is set.
+	CompletionManual CompletionMode = "manual"
+)
 
 // TestkubeSpec is an agent evaluation: a dataset or inline scenarios run
 // against an agent and judged by a model.

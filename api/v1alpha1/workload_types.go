@@ -309,10 +309,9 @@ type ParentReference struct {
 type Rollout struct {
 	// Strategy: canary shifts traffic in steps, blueGreen switches at once
 	// after checks, rolling replaces the version without traffic split.
-	// +kubebuilder:validation:Enum=canary;blueGreen;rolling
 	// +kubebuilder:default=canary
 	// +optional
-	Strategy string `json:"strategy,omitempty"`
+	Strategy RolloutStrategy `json:"strategy,omitempty"`
 
 	// Steps of a canary: each sets the new version's traffic weight and holds
 	// for pause. Weights rise and end at 100.
@@ -328,11 +327,38 @@ type Rollout struct {
 	Analysis *Analysis `json:"analysis,omitempty"`
 
 	// Promotion: auto commits each step; pullRequest opens a pull request per step.
-	// +kubebuilder:validation:Enum=auto;pullRequest
 	// +kubebuilder:default=auto
 	// +optional
-	Promotion string `json:"promotion,omitempty"`
+	Promotion PromotionMode `json:"promotion,omitempty"`
 }
+
+// RolloutStrategy is how a new version takes over traffic.
+// +kubebuilder:validation:Enum=canary;blueGreen;rolling
+type RolloutStrategy string
+
+// Rollout strategies.
+const (
+	// StrategyCanary shifts traffic to the new version in spec.rollout.steps.
+	StrategyCanary RolloutStrategy = "canary"
+	// StrategyBlueGreen runs the new version without traffic (weight 0),
+	// then switches all traffic to it.
+	StrategyBlueGreen RolloutStrategy = "blueGreen"
+	// StrategyRolling replaces the version at once, without a traffic split.
+	StrategyRolling RolloutStrategy = "rolling"
+)
+
+// PromotionMode is how each rollout step reaches the repository.
+// +kubebuilder:validation:Enum=auto;pullRequest
+type PromotionMode string
+
+// Promotion modes.
+const (
+	// PromotionAuto commits each step to the branch.
+	PromotionAuto PromotionMode = "auto"
+	// PromotionPullRequest opens a pull request per step and moves on
+	// once it is merged.
+	PromotionPullRequest PromotionMode = "pullRequest"
+)
 
 // RolloutStep is one canary step.
 type RolloutStep struct {
@@ -378,9 +404,8 @@ type Check struct {
 	Name string `json:"name"`
 	// Type: availability (Deployment available), restarts (container
 	// restarts at most max), prometheus (query result within [min, max]).
-	// +kubebuilder:validation:Enum=availability;restarts;prometheus
 	// +required
-	Type string `json:"type"`
+	Type CheckType `json:"type"`
 	// Address of the Prometheus server.
 	// +optional
 	Address string `json:"address,omitempty"`
@@ -396,6 +421,20 @@ type Check struct {
 	// +optional
 	Max string `json:"max,omitempty"`
 }
+
+// CheckType is what an analysis check measures.
+// +kubebuilder:validation:Enum=availability;restarts;prometheus
+type CheckType string
+
+// Analysis check types.
+const (
+	// CheckAvailability passes while the version's Deployment is available.
+	CheckAvailability CheckType = "availability"
+	// CheckRestarts passes while the version's containers restarted at most max times.
+	CheckRestarts CheckType = "restarts"
+	// CheckPrometheus passes while a PromQL query's result is within [min, max].
+	CheckPrometheus CheckType = "prometheus"
+)
 
 // Decommission configures removal of drained versions.
 type Decommission struct {

@@ -34,11 +34,11 @@ func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string,
 		res := scribev1.CheckResult{Name: ch.Name}
 		var err error
 		switch ch.Type {
-		case "availability":
+		case scribev1.CheckAvailability:
 			res.Passed, res.Message, err = c.availability(ctx, deployment)
-		case "restarts":
+		case scribev1.CheckRestarts:
 			res.Passed, res.Message, err = c.restarts(ctx, deployment, ch)
-		case "prometheus":
+		case scribev1.CheckPrometheus:
 			res.Passed, res.Message, err = c.prometheus(ctx, ch)
 		default:
 			err = fmt.Errorf("unknown check type %q", ch.Type)

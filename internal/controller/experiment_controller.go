@@ -177,65 +177,83 @@ func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if v := e.GetAnnotations()[RequestedAtAnnotation]; v != "" {
 		st.LastHandledReconcileAt = v
 	}
-	if st.Phase == "" {
-		r.setPhase(ctx, e, scribev1.ExperimentPending, "waiting for the first render")
-		conditions.MarkReconciling(e, ReasonProgressing, "rendering")
-		conditions.MarkUnknown(e, scribev1.ReadyCondition, ReasonProgressing, "rendering")
-	}
-	if observed == e.Generation && finished(e) {
-		// Complete, or failed for good, at this generation: nothing to read
-		// back any more. A new generation renders and runs again.
-		return ctrl.Result{}, nil
-	}
+	return r.progress(ctx, e, patcher, observed != e.Generation)
+}
 
-	t, err := r.Publisher.Target(ctx, e.Namespace, e.Spec.RepositoryRef, true)
-	if err != nil {
-		return r.fail(e, err)
-	}
-	if t.Engine, err = r.Publisher.EngineFor(ctx, t); err != nil {
-		return r.fail(e, err)
-	}
-	resolved, err := r.resolve(ctx, e)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	bundle, err := r.render(ctx, e, t, resolved)
-	if err != nil {
-		return r.fail(e, err)
-	}
-
-	// Intent first: the digest to publish is saved with an empty revision
-	// before the push, and the commit recorded after it, so a controller
-	// restarted in between publishes the same bundle again (a no-op in Git)
-	// and never makes a second commit for it.
-	if st.Revision == "" || st.Digest != bundle.Digest {
-		st.Revision, st.Digest = "", bundle.Digest
-		if err := r.patch(ctx, patcher, e); err != nil {
-			return ctrl.Result{}, err
+// progress walks the Experiment's stages: DecideExperiment (stages.go)
+// decides, and progress carries out each action it asks for, records what
+// it saw and asks again, until the decision is to wait.
+func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experiment, patcher *patch.SerialPatcher, newGeneration bool) (ctrl.Result, error) {
+	obs := ExperimentObservations{Poll: r.Poll, NewGeneration: newGeneration, CompleteRequested: completeRequested(e)}
+	var (
+		t      *Target
+		bundle *render.Bundle
+	)
+	for range maxDecisions {
+		from := e.Status.Phase
+		st, act := DecideExperiment(&e.Spec, e.Status, obs, time.Now())
+		e.Status = st
+		for _, ev := range act.Events {
+			log.FromContext(ctx).Info("phase", "from", from, "to", ev.Reason, "revision", st.Revision, "message", ev.Message)
+			from = scribev1.ExperimentPhase(ev.Reason)
+			r.event(e, ev.Type, ev.Reason, "%s", ev.Message)
 		}
-		res, err := r.Publisher.Publish(ctx, t, publish.ChangeFor(bundle), bundle.Sync)
-		if err != nil {
-			return r.fail(e, err)
+		applyMarks(e, act.Marks)
+		if act.SaveIntent {
+			if err := r.patch(ctx, patcher, e); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
-		st.Revision = res.Commit
-		st.GeneratedResources = generated(t, bundle)
-		st.Workflow = nil
-		conditions.Delete(e, scribev1.StalledCondition) // a new render starts over
-		log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "digest", bundle.Digest)
-		r.setPhase(ctx, e, scribev1.ExperimentProvisioning, "published %s; waiting for the applier and the target clusters", shortRev(st.Revision))
-	}
-
-	switch st.Phase {
-	case scribev1.ExperimentReady, scribev1.ExperimentRunning:
-		return r.run(ctx, e, bundle)
-	case scribev1.ExperimentComplete:
-		return ctrl.Result{}, nil
-	case scribev1.ExperimentFailed:
-		if finished(e) {
-			return ctrl.Result{}, nil
+		switch act.Kind {
+		case ExperimentRender:
+			var err error
+			if t, err = r.Publisher.Target(ctx, e.Namespace, e.Spec.RepositoryRef, true); err != nil {
+				return r.fail(e, err)
+			}
+			if t.Engine, err = r.Publisher.EngineFor(ctx, t); err != nil {
+				return r.fail(e, err)
+			}
+			resolved, err := r.resolve(ctx, e)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if bundle, err = r.render(ctx, e, t, resolved); err != nil {
+				return r.fail(e, err)
+			}
+			obs.Rendered = &Rendered{Digest: bundle.Digest, Generated: generated(t, bundle)}
+			obs.Workflow = workflowOf(bundle)
+		case ExperimentCommit:
+			res, err := r.Publisher.Publish(ctx, t, publish.ChangeFor(bundle), bundle.Sync)
+			if err != nil {
+				return r.fail(e, err)
+			}
+			obs.Commit = res.Commit
+			log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "digest", bundle.Digest)
+		case ExperimentReadTargets:
+			verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
+			if err != nil {
+				return ctrl.Result{}, fmt.Errorf("read applier status of %s: %w", shortRev(st.Revision), err)
+			}
+			targets, err := r.targets(ctx, e, bundle)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			obs.Targets = &TargetsReadBack{Applier: verdict, Targets: targets}
+		case ExperimentReadWorkflow:
+			u, err := r.get(ctx, *obs.Workflow)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			run := &WorkflowRun{}
+			if u != nil {
+				run = &WorkflowRun{Found: true, Verdict: health.Object(u), Phase: enginePhase(u), Created: u.GetCreationTimestamp().Time}
+			}
+			obs.Run = run
+		default:
+			return ctrl.Result{RequeueAfter: act.Requeue}, nil
 		}
 	}
-	return r.provision(ctx, e, t, bundle)
+	return ctrl.Result{}, fmt.Errorf("experiment %s/%s: no decision after %d observations", e.Namespace, e.Name, maxDecisions)
 }
 
 // patch writes metadata (finalizer) and status, owning Scribe's conditions.
@@ -244,75 +262,6 @@ func (r *ExperimentReconciler) patch(ctx context.Context, patcher *patch.SerialP
 		return fmt.Errorf("patch experiment %s/%s: %w", e.Namespace, e.Name, err)
 	}
 	return nil
-}
-
-// finished reports a terminal phase: Complete, or Failed because the
-// workflow failed or timed out. Failures of the applier or of a cluster are
-// not terminal: they are re-read, as Flux and Cluster API retry.
-func finished(e *scribev1.Experiment) bool {
-	switch e.Status.Phase {
-	case scribev1.ExperimentComplete:
-		return true
-	case scribev1.ExperimentFailed:
-		reason := conditions.GetReason(e, scribev1.ReadyCondition)
-		return reason == ReasonWorkflowFailed || reason == ReasonWorkflowTimeout
-	}
-	return false
-}
-
-// provision waits for the applier to apply the commit and for every target
-// cluster to be ready, in depends order; then the Experiment is Ready.
-func (r *ExperimentReconciler) provision(ctx context.Context, e *scribev1.Experiment, t *Target, bundle *render.Bundle) (ctrl.Result, error) {
-	st := &e.Status
-	verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("read applier status of %s: %w", shortRev(st.Revision), err)
-	}
-	targets, err := r.targets(ctx, e, bundle)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	st.Targets = targets
-
-	if verdict.State == health.Failed {
-		r.failed(ctx, e, ReasonApplyFailed, "%s failed to apply: %s", shortRev(st.Revision), verdict.Message)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	var waiting []string
-	for _, ts := range targets {
-		switch ts.Phase {
-		case scribev1.ExperimentFailed:
-			reason := ReasonClusterFailed
-			if ts.ClusterReady {
-				reason = ReasonComponentFailed
-			}
-			r.failed(ctx, e, reason, "target %s: %s", ts.Name, ts.Message)
-			return ctrl.Result{RequeueAfter: r.Poll}, nil
-		case scribev1.ExperimentReady:
-		default:
-			waiting = append(waiting, ts.Name+": "+ts.Message)
-		}
-	}
-	if verdict.State != health.Healthy {
-		r.setPhase(ctx, e, scribev1.ExperimentProvisioning, "waiting for %s to be applied", shortRev(st.Revision))
-		conditions.MarkReconciling(e, ReasonApplyPending, "waiting for %s to be applied: %s", shortRev(st.Revision), verdict.Message)
-		conditions.MarkFalse(e, scribev1.ReadyCondition, ReasonApplyPending, "waiting for %s to be applied: %s", shortRev(st.Revision), verdict.Message)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	if len(waiting) > 0 {
-		msg := fmt.Sprintf("%s applied; waiting for %d of %d targets: %s", shortRev(st.Revision), len(waiting), len(targets), strings.Join(waiting, "; "))
-		r.setPhase(ctx, e, scribev1.ExperimentProvisioning, "%s", msg)
-		conditions.MarkReconciling(e, ReasonProvisioning, "%s", msg)
-		conditions.MarkFalse(e, scribev1.ReadyCondition, ReasonProvisioning, "%s", msg)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	msg := fmt.Sprintf("%s applied; all %d targets ready", shortRev(st.Revision), len(targets))
-	r.setPhase(ctx, e, scribev1.ExperimentReady, "%s", msg)
-	conditions.MarkTrue(e, scribev1.ReadyCondition, ReasonSucceeded, "%s", msg)
-	conditions.MarkReconciling(e, ReasonWaitingForWorkflow, "%s", msg)
-	// The next pass, at once, looks at the workflow: each phase is recorded
-	// on its own.
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // targets reads back every target's cluster. A target is Ready when its
@@ -538,84 +487,19 @@ func (r *ExperimentReconciler) get(ctx context.Context, id scribev1.ObjectIdenti
 	return u, nil
 }
 
-// run follows the validation workflow once every target is Ready.
-func (r *ExperimentReconciler) run(ctx context.Context, e *scribev1.Experiment, bundle *render.Bundle) (ctrl.Result, error) {
-	st := &e.Status
-	wf := e.Spec.Workflow
-	id := bundle.ReadBack.Workflow
-	if wf == nil || id == nil {
-		// Without a workflow the experiment is the environment itself: it is
-		// complete once every target is ready.
-		r.setPhase(ctx, e, scribev1.ExperimentComplete, "no workflow to run; every target is ready")
-		conditions.MarkTrue(e, scribev1.ReadyCondition, ReasonSucceeded, "%s applied; every target ready; no workflow to run", shortRev(st.Revision))
-		conditions.Delete(e, scribev1.ReconcilingCondition)
-		conditions.Delete(e, scribev1.StalledCondition)
-		return ctrl.Result{}, nil
-	}
-	manual := wf.Completion != nil && wf.Completion.Mode == "manual"
-	if st.Workflow == nil || st.Workflow.Kind != id.Kind || st.Workflow.Name != id.Name {
-		st.Workflow = &scribev1.WorkflowStatus{Kind: id.Kind, Name: id.Name}
-	}
-	u, err := r.get(ctx, id.Identity())
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if u == nil {
-		st.Workflow.Phase, st.Workflow.Message = "", "not created yet"
-		if manual && completeRequested(e) {
-			return r.complete(ctx, e, "completed by the %s annotation", CompleteAnnotation)
-		}
-		conditions.MarkReconciling(e, ReasonWaitingForWorkflow, "waiting for %s %s to be created", id.Kind, id.Name)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	v := health.Object(u)
-	st.Workflow.Phase, st.Workflow.Message = enginePhase(u), v.Message
-
-	if v.State == health.Failed {
-		r.failed(ctx, e, ReasonWorkflowFailed, "%s %s failed: %s", id.Kind, id.Name, v.Message)
-		return ctrl.Result{}, nil
-	}
-	if manual && completeRequested(e) {
-		return r.complete(ctx, e, "completed by the %s annotation", CompleteAnnotation)
-	}
-	if v.State == health.Healthy {
-		if manual {
-			r.setPhase(ctx, e, scribev1.ExperimentRunning, "%s %s succeeded; waiting for the %s annotation", id.Kind, id.Name, CompleteAnnotation)
-			conditions.MarkReconciling(e, ReasonWaitingForCompletion, "%s %s succeeded; waiting for the %s annotation", id.Kind, id.Name, CompleteAnnotation)
-			return ctrl.Result{}, nil
-		}
-		return r.complete(ctx, e, "%s %s succeeded", id.Kind, id.Name)
-	}
-	if v.Reason != health.ReasonProgressing {
-		// Applied but not picked up by its engine yet.
-		conditions.MarkReconciling(e, ReasonWaitingForWorkflow, "waiting for %s %s to start: %s", id.Kind, id.Name, v.Message)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-	requeue := r.Poll
-	if wf.Completion != nil && wf.Completion.Timeout != nil && wf.Completion.Timeout.Duration > 0 {
-		left := wf.Completion.Timeout.Duration - time.Since(u.GetCreationTimestamp().Time)
-		if left <= 0 {
-			r.failed(ctx, e, ReasonWorkflowTimeout, "%s %s ran longer than %s", id.Kind, id.Name, wf.Completion.Timeout.Duration)
-			return ctrl.Result{}, nil
-		}
-		requeue = minDuration(requeue, left)
-	}
-	r.setPhase(ctx, e, scribev1.ExperimentRunning, "%s %s is running", id.Kind, id.Name)
-	conditions.MarkReconciling(e, ReasonWorkflowRunning, "%s %s: %s", id.Kind, id.Name, v.Message)
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-func (r *ExperimentReconciler) complete(ctx context.Context, e *scribev1.Experiment, format string, args ...any) (ctrl.Result, error) {
-	msg := fmt.Sprintf(format, args...)
-	r.setPhase(ctx, e, scribev1.ExperimentComplete, "%s", msg)
-	conditions.MarkTrue(e, scribev1.ReadyCondition, ReasonSucceeded, "%s", msg)
-	conditions.Delete(e, scribev1.ReconcilingCondition)
-	conditions.Delete(e, scribev1.StalledCondition)
-	return ctrl.Result{}, nil
-}
-
 func completeRequested(e *scribev1.Experiment) bool {
 	return e.GetAnnotations()[CompleteAnnotation] != ""
+}
+
+// workflowOf is the validation run the render's read-back names, or nil.
+// Workflow components of hub targets are deliveries like any other
+// component and do not drive the phase.
+func workflowOf(b *render.Bundle) *scribev1.ObjectIdentity {
+	if b.ReadBack.Workflow == nil {
+		return nil
+	}
+	id := b.ReadBack.Workflow.Identity()
+	return &id
 }
 
 // enginePhase is the workflow engine's own phase: Argo's status.phase or
@@ -627,15 +511,6 @@ func enginePhase(u *unstructured.Unstructured) string {
 	}
 	s, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 	return s
-}
-
-// failed moves the Experiment to Failed with reason and message in Ready
-// and Stalled.
-func (r *ExperimentReconciler) failed(ctx context.Context, e *scribev1.Experiment, reason, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	r.setPhase(ctx, e, scribev1.ExperimentFailed, "%s", msg)
-	conditions.MarkFalse(e, scribev1.ReadyCondition, reason, "%s", msg)
-	conditions.MarkStalled(e, reason, "%s", msg)
 }
 
 // fail records err in Ready (and Stalled when only a change of the object or
@@ -653,21 +528,6 @@ func (r *ExperimentReconciler) fail(e *scribev1.Experiment, err error) (ctrl.Res
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	return ctrl.Result{}, err
-}
-
-// setPhase records a phase and, on a transition, an event.
-func (r *ExperimentReconciler) setPhase(ctx context.Context, e *scribev1.Experiment, phase scribev1.ExperimentPhase, format string, args ...any) {
-	if e.Status.Phase == phase {
-		return
-	}
-	msg := fmt.Sprintf(format, args...)
-	log.FromContext(ctx).Info("phase", "from", e.Status.Phase, "to", phase, "revision", e.Status.Revision, "message", msg)
-	e.Status.Phase = phase
-	typ := corev1.EventTypeNormal
-	if phase == scribev1.ExperimentFailed {
-		typ = corev1.EventTypeWarning
-	}
-	r.event(e, typ, string(phase), "%s", msg)
 }
 
 func (r *ExperimentReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {

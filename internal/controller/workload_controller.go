@@ -10,9 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -159,246 +157,100 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 	return ctrl.Result{}, err
 }
 
-// progress is the rollout state machine. Status is the source of truth: a
-// step's intent (step, traffic) is saved before its commit is pushed, and
-// the commit is recorded after, so a controller restarted anywhere publishes
-// the same step again (a no-op in Git) and never skips or repeats one.
+// progress walks the rollout: DecideRollout (rollout.go) decides, and
+// progress carries out each action it asks for, records what it saw and
+// asks again, until the decision is to wait.
 func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, error) {
-	st := &w.Status
-	newest := w.Spec.Versions[len(w.Spec.Versions)-1].Name
-	if st.StableVersion != "" && !hasVersion(w, st.StableVersion) {
-		st.StableVersion = "" // the stable version was removed from spec
-	}
-	switch {
-	case st.StableVersion == "":
-		// First rollout: the newest version takes all traffic.
-		if len(st.Traffic) != 1 || st.Traffic[0].Version != newest || st.CanaryVersion != newest {
-			st.CanaryVersion, st.Step = newest, 0
-			r.setTraffic(w, []scribev1.VersionWeight{{Version: newest, Weight: 100}})
+	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests()}
+	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
+	var bundle *render.Bundle
+	for range maxDecisions {
+		st, act := DecideRollout(&w.Spec, w.Status, obs, time.Now())
+		w.Status = st
+		applyMarks(w, act.Marks)
+		for _, ev := range act.Events {
+			r.event(w, ev.Type, ev.Reason, "%s", ev.Message)
 		}
-	case newest == st.StableVersion || newest == st.RolledBackVersion:
-		want := []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}}
-		if st.CanaryVersion != "" || !sameTraffic(st.Traffic, want) {
-			st.CanaryVersion, st.Step = "", -1
-			r.setTraffic(w, want)
-		}
-	case st.CanaryVersion != newest:
-		// A new version: start its rollout at the first step.
-		st.CanaryVersion, st.Step, st.RolledBackVersion = newest, 0, ""
-		r.setTraffic(w, stepTraffic(w, 0))
-		r.event(w, corev1.EventTypeNormal, "RolloutStarted", "rolling out %s: step 1 of %d, weight %d", newest, len(steps(w)), steps(w)[0].Weight)
-	}
-
-	// Commit the current intent (no-op in Git when already there).
-	bundle, err := r.render(ctx, w, t)
-	if err != nil {
-		return r.fail(w, err)
-	}
-	if st.Revision == "" || st.Digest != bundle.Digest {
-		if st.Digest != bundle.Digest {
-			// New content at the same step (the spec changed): its health
-			// and pause start again.
-			st.PullRequest = nil
-			st.StepHealthyAt, st.LastAnalysisAt = nil, nil
-		}
-		st.Revision, st.Digest = "", bundle.Digest
-		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
-			return ctrl.Result{}, err
-		}
-		change := publish.ChangeFor(bundle)
-		change.Reason = strings.TrimSpace(st.Message + "\n\n" + st.Evidence)
-		if promotesByPullRequest(w) && t.PullRequests() {
-			done, res, err := r.propose(ctx, w, t, change)
-			if err != nil || !done {
-				return res, err
+		if act.SaveIntent {
+			if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
+				return ctrl.Result{}, fmt.Errorf("save the intent of workload %s/%s: %w", w.Namespace, w.Name, err)
 			}
-		} else {
-			res, err := r.Publisher.Publish(ctx, t, change, bundle.Sync)
+		}
+		switch act.Kind {
+		case RolloutRender:
+			b, err := r.render(ctx, w, t)
 			if err != nil {
 				return r.fail(w, err)
 			}
-			st.Revision = res.Commit
+			bundle = b
+			obs.Rendered = &Rendered{Digest: b.Digest, Generated: generated(t, b)}
+		case RolloutCommit:
+			res, err := r.Publisher.Publish(ctx, t, change(w, bundle), bundle.Sync)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			obs.Commit = res.Commit
 			log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
-		}
-		st.GeneratedResources = generated(t, bundle)
-	}
-
-	verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	applied := verdict.State == health.Healthy
-	if applied {
-		verdict = health.Aggregate(verdict, r.deployments(ctx, w, bundle))
-	}
-	if applied && verdict.State == health.Pending && st.CanaryVersion != "" && st.StableVersion != "" {
-		// The applier applied the step but the new version is not healthy
-		// (yet): the analysis runs anyway, so a version that never becomes
-		// available fails its checks and is rolled back after threshold
-		// rounds instead of holding the rollout forever.
-		if res, done, err := r.analyse(ctx, w, patcher, t, bundle); done || err != nil {
-			return res, err
-		}
-	}
-	switch verdict.State {
-	case health.Failed:
-		if st.CanaryVersion != "" && st.StableVersion != "" {
-			return r.rollback(ctx, w, patcher, t, fmt.Sprintf("step %d of %s failed: %s", st.Step+1, st.CanaryVersion, verdict.Message))
-		}
-		st.Phase = scribev1.WorkloadFailed
-		conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonApplyFailed, "%s", verdict.Message)
-		conditions.Delete(w, scribev1.ReconcilingCondition)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	case health.Pending:
-		if st.Phase != scribev1.WorkloadRolledBack {
-			st.Phase = scribev1.WorkloadProgressing
-		}
-		conditions.MarkReconciling(w, ReasonApplyPending, "waiting for %s: %s", shortRev(st.Revision), verdict.Message)
-		conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonApplyPending, "waiting for %s to be applied and healthy: %s", shortRev(st.Revision), verdict.Message)
-		return ctrl.Result{RequeueAfter: r.Poll}, nil
-	}
-
-	// Applied and healthy.
-	r.Publisher.ObserveApplied(scribev1.WorkloadKind, st.Revision)
-	now := metav1.Now()
-	if st.CanaryVersion == "" {
-		if st.Phase != scribev1.WorkloadRolledBack {
-			st.Phase = scribev1.WorkloadHealthy
-		}
-		conditions.MarkTrue(w, scribev1.ReadyCondition, ReasonSucceeded, "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision))
-		conditions.Delete(w, scribev1.ReconcilingCondition)
-		conditions.Delete(w, scribev1.StalledCondition)
-		if wait, pending := decommissionDue(w, time.Now()); pending {
-			// Drained versions are still deployed: come back when they go.
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-		return ctrl.Result{}, nil
-	}
-	if st.StepHealthyAt == nil {
-		st.StepHealthyAt = &now
-		r.event(w, corev1.EventTypeNormal, "StepHealthy", "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision))
-	}
-	if st.StableVersion != "" {
-		if res, done, err := r.analyse(ctx, w, patcher, t, bundle); done || err != nil {
-			return res, err
+		case RolloutPropose:
+			prop, err := r.Publisher.Propose(ctx, t, change(w, bundle), st.Evidence)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			p := &Proposed{UpToDate: prop.UpToDate}
+			if prop.UpToDate {
+				if p.Base, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+					return r.fail(w, err)
+				}
+			} else {
+				p.PullRequest = scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
+			}
+			obs.Proposed = p
+		case RolloutReadPullRequest:
+			prop, err := r.Publisher.ProposalStatus(ctx, t, src, st.PullRequest.Head)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			pr := &PullRequestState{State: string(prop.PullRequest.State), Merged: prop.Merged, Revision: prop.MergeCommit, MergedBy: prop.MergedBy}
+			if prop.Merged {
+				if pr.Revision == "" {
+					if pr.Revision, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+						return r.fail(w, err)
+					}
+				}
+				r.Publisher.Nudge(ctx, t, syncIdentity(t, st.GeneratedResources, src))
+			}
+			obs.PullRequest = pr
+		case RolloutReadBack:
+			v, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
+			if err != nil {
+				return ctrl.Result{}, fmt.Errorf("read applier status of %s: %w", shortRev(st.Revision), err)
+			}
+			h := &Health{Applied: v.State == health.Healthy, Verdict: v}
+			if h.Applied {
+				h.Verdict = health.Aggregate(v, r.deployments(ctx, w, bundle))
+			}
+			if h.Verdict.State == health.Healthy {
+				r.Publisher.ObserveApplied(scribev1.WorkloadKind, st.Revision)
+			}
+			obs.Health = h
+		case RolloutAnalyse:
+			obs.Checks = &AnalysisRound{Results: r.Checks.Run(ctx, w, st.CanaryVersion, deploymentOf(bundle, st.CanaryVersion))}
+		case RolloutRollBack:
+			log.FromContext(ctx).Info("rolling back", "version", st.RolledBackVersion, "reason", act.Why)
+			return ctrl.Result{RequeueAfter: act.Requeue}, nil
+		default:
+			return ctrl.Result{RequeueAfter: act.Requeue}, nil
 		}
 	}
-	wait := pause(w, st.Step) - time.Since(st.StepHealthyAt.Time)
-	if wait > 0 {
-		conditions.MarkReconciling(w, ReasonProgressing, "step %d of %s healthy; holding for %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second))
-		return ctrl.Result{RequeueAfter: minDuration(wait, r.analysisInterval(w))}, nil
-	}
-	evidence := stepEvidence(w)
-	if st.StableVersion == "" || int(st.Step) >= len(steps(w))-1 {
-		// The last step held: the new version is stable.
-		promoted := st.CanaryVersion
-		st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
-		st.DrainStartedAt = &now
-		st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
-		r.setTraffic(w, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
-		st.Evidence = evidence
-		r.event(w, corev1.EventTypeNormal, "Promoted", "%s is stable", promoted)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-	}
-	st.Step++
-	r.setTraffic(w, stepTraffic(w, int(st.Step)))
-	st.Evidence = evidence
-	r.event(w, corev1.EventTypeNormal, "StepAdvanced", "step %d of %d: %s", st.Step+1, len(steps(w)), fmtTraffic(st.Traffic))
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	return ctrl.Result{}, fmt.Errorf("workload %s/%s: no decision after %d observations", w.Namespace, w.Name, maxDecisions)
 }
 
-// analyse runs the checks when due; done means the reconcile is over (a
-// rollback happened or the next round is scheduled).
-func (r *WorkloadReconciler) analyse(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target, bundle *render.Bundle) (ctrl.Result, bool, error) {
-	st := &w.Status
-	a := w.Spec.Rollout
-	if a == nil || a.Analysis == nil || len(a.Analysis.Checks) == 0 || r.Checks == nil {
-		return ctrl.Result{}, false, nil
-	}
-	interval := r.analysisInterval(w)
-	if st.LastAnalysisAt != nil && time.Since(st.LastAnalysisAt.Time) < interval {
-		return ctrl.Result{}, false, nil
-	}
-	now := metav1.Now()
-	st.LastAnalysisAt = &now
-	results := r.Checks.Run(ctx, w, st.CanaryVersion, deploymentOf(bundle, st.CanaryVersion))
-	st.Checks = results
-	var failed []string
-	for _, c := range results {
-		if !c.Passed {
-			failed = append(failed, c.Name+": "+c.Message)
-		}
-	}
-	if len(failed) == 0 {
-		return ctrl.Result{}, false, nil
-	}
-	st.FailedChecks++
-	threshold := a.Analysis.Threshold
-	if threshold <= 0 {
-		threshold = 3
-	}
-	r.event(w, corev1.EventTypeWarning, "CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; "))
-	if st.FailedChecks >= threshold {
-		res, err := r.rollback(ctx, w, patcher, t, fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
-		return res, true, err
-	}
-	return ctrl.Result{RequeueAfter: interval}, true, nil
-}
-
-// propose moves the current intent through its pull request: open or
-// update it, then wait for its merge. done is true once the change is on
-// the base branch, with st.Revision the commit that carries it.
-func (r *WorkloadReconciler) propose(ctx context.Context, w *scribev1.Workload, t *Target, change publish.Change) (bool, ctrl.Result, error) {
-	st := &w.Status
-	if st.PullRequest == nil {
-		prop, err := r.Publisher.Propose(ctx, t, change, st.Evidence)
-		if err != nil {
-			res, ferr := r.fail(w, err)
-			return false, res, ferr
-		}
-		if prop.UpToDate {
-			head, err := r.Publisher.Git.CheckAccess(ctx, baseOpts(t))
-			if err != nil {
-				res, ferr := r.fail(w, err)
-				return false, res, ferr
-			}
-			st.Revision = head
-			return true, ctrl.Result{}, nil
-		}
-		st.PullRequest = &scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
-		r.event(w, corev1.EventTypeNormal, "PullRequestOpened", "proposed %s in %s", fmtTraffic(st.Traffic), prop.PullRequest.URL)
-	}
-	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
-	prop, err := r.Publisher.ProposalStatus(ctx, t, src, st.PullRequest.Head)
-	if err != nil {
-		res, ferr := r.fail(w, err)
-		return false, res, ferr
-	}
-	st.PullRequest.State = string(prop.PullRequest.State)
-	switch {
-	case prop.Merged:
-		st.PullRequest.State = "merged"
-		rev := prop.MergeCommit
-		if rev == "" {
-			head, err := r.Publisher.Git.CheckAccess(ctx, baseOpts(t))
-			if err != nil {
-				res, ferr := r.fail(w, err)
-				return false, res, ferr
-			}
-			rev = head
-		}
-		st.Revision = rev
-		r.event(w, corev1.EventTypeNormal, "PullRequestMerged", "pull request #%d merged as %s (recognised by %s)", st.PullRequest.Number, shortRev(rev), prop.MergedBy)
-		r.Publisher.Nudge(ctx, t, syncIdentity(t, w.Status.GeneratedResources, src))
-		return true, ctrl.Result{}, nil
-	case prop.PullRequest.State == "closed":
-		conditions.MarkFalse(w, scribev1.ReadyCondition, "PullRequestClosed", "pull request #%d was closed without merging: %s stays where it is", st.PullRequest.Number, fmtTraffic(st.Traffic))
-		conditions.MarkStalled(w, "PullRequestClosed", "pull request #%d was closed without merging", st.PullRequest.Number)
-		return false, ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	}
-	conditions.MarkReconciling(w, "AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number)
-	conditions.MarkFalse(w, scribev1.ReadyCondition, "AwaitingMerge", "%s proposed in %s; waiting for the merge", fmtTraffic(st.Traffic), st.PullRequest.URL)
-	return false, ctrl.Result{RequeueAfter: r.Poll}, nil
+// change is the commit of w's render: its message says why (a rollback)
+// and what the previous step showed.
+func change(w *scribev1.Workload, bundle *render.Bundle) publish.Change {
+	c := publish.ChangeFor(bundle)
+	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + w.Status.Evidence)
+	return c
 }
 
 // baseOpts are the Git options for the branch pull requests target.
@@ -408,108 +260,6 @@ func baseOpts(t *Target) publish.GitOptions {
 		o.Branch = b
 	}
 	return o
-}
-
-func promotesByPullRequest(w *scribev1.Workload) bool {
-	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == "pullRequest"
-}
-
-// rollback commits all traffic back to the stable version, once.
-func (r *WorkloadReconciler) rollback(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target, why string) (ctrl.Result, error) {
-	st := &w.Status
-	failed := st.CanaryVersion
-	st.RolledBackVersion, st.CanaryVersion, st.Step = failed, "", -1
-	now := metav1.Now()
-	st.DrainStartedAt = &now
-	st.Phase = scribev1.WorkloadRolledBack
-	st.Message = "rollback of " + failed + ": " + why
-	// The failed version keeps its Deployment (at weight 0) until it is
-	// decommissioned, so the traffic names only the stable version.
-	r.setTraffic(w, []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}})
-	conditions.MarkFalse(w, scribev1.ReadyCondition, ReasonRolledBack, "%s", st.Message)
-	r.event(w, corev1.EventTypeWarning, "RolledBack", "%s", st.Message)
-	log.FromContext(ctx).Info("rolling back", "version", failed, "reason", why)
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-}
-
-// setTraffic records a new intent: its commit is still to be made.
-func (r *WorkloadReconciler) setTraffic(w *scribev1.Workload, tr []scribev1.VersionWeight) {
-	st := &w.Status
-	st.Traffic = tr
-	st.Revision = ""
-	st.StepHealthyAt, st.LastAnalysisAt = nil, nil
-	st.FailedChecks = 0
-	st.Checks = nil
-	st.Evidence = ""
-	st.PullRequest = nil
-	if st.Phase != scribev1.WorkloadRolledBack || st.CanaryVersion != "" {
-		st.Message = ""
-	}
-}
-
-// gracePeriod is how long a drained version stays deployed.
-func gracePeriod(w *scribev1.Workload) time.Duration {
-	if d := w.Spec.Decommission; d != nil && d.GracePeriod != nil {
-		return d.GracePeriod.Duration
-	}
-	return 10 * time.Minute
-}
-
-// renderedVersions are the versions the render keeps: the stable one, the
-// one rolling out, and every other version until its drain has lasted the
-// grace period. A version removed from the output is decommissioned: the
-// applier prunes its Deployment.
-func renderedVersions(w *scribev1.Workload, now time.Time) map[string]bool {
-	st := &w.Status
-	keep := map[string]bool{}
-	drained := st.DrainStartedAt != nil && now.Sub(st.DrainStartedAt.Time) >= gracePeriod(w) && st.StableVersion != ""
-	for _, v := range w.Spec.Versions {
-		if !drained || v.Name == st.StableVersion || v.Name == st.CanaryVersion {
-			keep[v.Name] = true
-		}
-	}
-	newest := w.Spec.Versions[len(w.Spec.Versions)-1].Name
-	if newest != st.RolledBackVersion {
-		keep[newest] = true // a version about to roll out
-	}
-	return keep
-}
-
-// decommissionDue says how long until drained versions leave the output,
-// and whether any are still rendered.
-func decommissionDue(w *scribev1.Workload, now time.Time) (time.Duration, bool) {
-	st := &w.Status
-	if st.DrainStartedAt == nil || st.StableVersion == "" {
-		return 0, false
-	}
-	if len(renderedVersions(w, now)) <= 1 {
-		return 0, false
-	}
-	wait := gracePeriod(w) - now.Sub(st.DrainStartedAt.Time)
-	if wait < 0 {
-		wait = time.Millisecond // due now: the next pass renders without them
-	}
-	return wait, true
-}
-
-// stepEvidence describes the step that just held, for the next step's
-// pull request and commit.
-func stepEvidence(w *scribev1.Workload) string {
-	st := &w.Status
-	var b strings.Builder
-	fmt.Fprintf(&b, "Step %d (%s) was applied at %s", st.Step+1, fmtTraffic(st.Traffic), shortRev(st.Revision))
-	if st.StepHealthyAt != nil {
-		fmt.Fprintf(&b, " and healthy from %s to %s", st.StepHealthyAt.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
-	}
-	b.WriteString(".")
-	for _, c := range st.Checks {
-		mark := "passed"
-		if !c.Passed {
-			mark = "FAILED"
-		}
-		fmt.Fprintf(&b, "\n- check %s %s: %s", c.Name, mark, c.Message)
-	}
-	return b.String()
 }
 
 // render renders the Workload's current intent: the versions still
@@ -594,74 +344,6 @@ func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format strin
 	if r.Events != nil {
 		r.Events.Eventf(obj, nil, typ, reason, reason, format, args...)
 	}
-}
-
-func (r *WorkloadReconciler) analysisInterval(w *scribev1.Workload) time.Duration {
-	if a := w.Spec.Rollout; a != nil && a.Analysis != nil && a.Analysis.Interval != nil && a.Analysis.Interval.Duration > 0 {
-		return a.Analysis.Interval.Duration
-	}
-	return 30 * time.Second
-}
-
-// steps are the rollout's steps as weights of the new version: canary uses
-// spec.rollout.steps; blueGreen runs the new version dark (weight 0), then
-// switches; rolling switches at once.
-func steps(w *scribev1.Workload) []scribev1.RolloutStep {
-	ro := w.Spec.Rollout
-	if ro == nil {
-		return []scribev1.RolloutStep{{Weight: 100}}
-	}
-	switch ro.Strategy {
-	case "blueGreen":
-		var p *metav1.Duration
-		if len(ro.Steps) > 0 {
-			p = ro.Steps[0].Pause
-		}
-		return []scribev1.RolloutStep{{Weight: 0, Pause: p}, {Weight: 100}}
-	case "rolling":
-		return []scribev1.RolloutStep{{Weight: 100}}
-	}
-	if len(ro.Steps) == 0 {
-		return []scribev1.RolloutStep{{Weight: 100}}
-	}
-	return ro.Steps
-}
-
-func stepTraffic(w *scribev1.Workload, i int) []scribev1.VersionWeight {
-	s := steps(w)[i]
-	if w.Spec.Rollout != nil && w.Spec.Rollout.Strategy == "rolling" {
-		return []scribev1.VersionWeight{{Version: w.Status.CanaryVersion, Weight: 100}}
-	}
-	return []scribev1.VersionWeight{{Version: w.Status.StableVersion, Weight: 100 - s.Weight}, {Version: w.Status.CanaryVersion, Weight: s.Weight}}
-}
-
-func pause(w *scribev1.Workload, step int32) time.Duration {
-	s := steps(w)
-	if step < 0 || int(step) >= len(s) || s[step].Pause == nil {
-		return 0
-	}
-	return s[step].Pause.Duration
-}
-
-func hasVersion(w *scribev1.Workload, v string) bool {
-	for _, x := range w.Spec.Versions {
-		if x.Name == v {
-			return true
-		}
-	}
-	return false
-}
-
-func sameTraffic(a, b []scribev1.VersionWeight) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func fmtTraffic(tr []scribev1.VersionWeight) string {

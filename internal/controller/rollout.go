@@ -1,0 +1,583 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/health"
+)
+
+// RolloutActionKind is what the reconciler does after a rollout decision.
+type RolloutActionKind string
+
+// The first kinds make the reconciler do one thing, record what it saw in
+// the observations and ask again; the others end the reconcile: the
+// reconciler sets the marks and comes back after Requeue (0: on the next
+// watch event).
+const (
+	// RolloutRender renders the status's intent; its digest and generated
+	// resources go into RolloutObservations.Rendered.
+	RolloutRender RolloutActionKind = "Render"
+	// RolloutCommit publishes the intent to the branch; the commit goes
+	// into RolloutObservations.Commit.
+	RolloutCommit RolloutActionKind = "Commit"
+	// RolloutPropose opens or updates the pull request of the intent; the
+	// result goes into RolloutObservations.Proposed.
+	RolloutPropose RolloutActionKind = "Propose"
+	// RolloutReadPullRequest asks the forge about the recorded pull
+	// request; the answer goes into RolloutObservations.PullRequest.
+	RolloutReadPullRequest RolloutActionKind = "ReadPullRequest"
+	// RolloutReadBack reads the applier's verdict on status.revision and
+	// the Deployments' health into RolloutObservations.Health.
+	RolloutReadBack RolloutActionKind = "ReadBack"
+	// RolloutAnalyse runs the analysis checks against the canary; the
+	// results go into RolloutObservations.Checks.
+	RolloutAnalyse RolloutActionKind = "Analyse"
+
+	// RolloutWait: nothing to do until Requeue or a watch event.
+	RolloutWait RolloutActionKind = "Wait"
+	// RolloutRollBack: the status now sends all traffic back to the stable
+	// version; the next reconcile commits it.
+	RolloutRollBack RolloutActionKind = "RollBack"
+	// RolloutPromote: the canary is the stable version; the next reconcile
+	// commits it.
+	RolloutPromote RolloutActionKind = "Promote"
+	// RolloutAdvance: the status holds the next step; the next reconcile
+	// commits it.
+	RolloutAdvance RolloutActionKind = "Advance"
+	// RolloutDecommission: every version but the stable one is drained;
+	// Requeue is when the grace period ends and the render drops them.
+	RolloutDecommission RolloutActionKind = "Decommission"
+	// RolloutSettled: the intent is applied and healthy; nothing is due.
+	RolloutSettled RolloutActionKind = "Settled"
+)
+
+// RolloutAction is what a rollout decision asks of the reconciler.
+type RolloutAction struct {
+	Kind RolloutActionKind
+	// SaveIntent asks for the status (whose revision is empty) to be saved
+	// before publishing, so a controller restarted during the push
+	// publishes the same intent again (a no-op in Git) and never skips or
+	// repeats a step.
+	SaveIntent bool
+	// Requeue is when to come back, for the kinds that end the reconcile.
+	Requeue time.Duration
+	// Marks are the condition changes to make, in order.
+	Marks []Mark
+	// Events are the events to record, in order.
+	Events []Event
+	// Why the canary was rolled back (RolloutRollBack).
+	Why string
+}
+
+// RolloutObservations is what the reconciler knows when it asks for a
+// decision: its settings, then what each action it carried out in this
+// reconcile showed. A nil (or empty) observation was not made yet.
+type RolloutObservations struct {
+	// Poll is how often health is re-read while a step waits.
+	Poll time.Duration
+	// Analysis says the reconciler can run analysis checks.
+	Analysis bool
+	// PullRequests says the Repository takes pull requests, so promotion
+	// pullRequest applies.
+	PullRequests bool
+
+	// Rendered is the render of the status's intent (RolloutRender).
+	Rendered *Rendered
+	// Commit carries the intent on the branch (RolloutCommit).
+	Commit string
+	// Proposed is the pull request just opened or updated (RolloutPropose).
+	Proposed *Proposed
+	// PullRequest is the forge's word on the recorded pull request
+	// (RolloutReadPullRequest).
+	PullRequest *PullRequestState
+	// Health is the read-back of status.revision (RolloutReadBack).
+	Health *Health
+	// Checks are the results of the analysis round just run (RolloutAnalyse).
+	Checks *AnalysisRound
+}
+
+// Rendered is what the render of an intent produced.
+type Rendered struct {
+	// Digest of the rendered bundle.
+	Digest string
+	// Generated is where the bundle goes and what it holds.
+	Generated *scribev1.GeneratedResources
+}
+
+// Proposed is the outcome of proposing the intent.
+type Proposed struct {
+	// UpToDate says the base branch already carries the intent: no pull
+	// request was opened, and Base is the commit at its tip.
+	UpToDate bool
+	Base     string
+	// PullRequest is the pull request opened or updated otherwise.
+	PullRequest scribev1.PullRequestStatus
+}
+
+// PullRequestState is what the forge and Git say about a pull request.
+type PullRequestState struct {
+	// State as the forge reports it: open or closed.
+	State string
+	// Merged says the change reached the base branch, at Revision.
+	Merged   bool
+	Revision string
+	// MergedBy says how the merge was recognised (forge, ancestry, content).
+	MergedBy string
+}
+
+// Health is the read-back of status.revision.
+type Health struct {
+	// Applied says the applier's own verdict on the revision was Healthy.
+	Applied bool
+	// Verdict is the applier's verdict, aggregated with the health of the
+	// Deployments of every version with traffic once Applied.
+	Verdict health.Verdict
+}
+
+// AnalysisRound is one run of the analysis checks.
+type AnalysisRound struct {
+	Results []scribev1.CheckResult
+}
+
+// DecideRollout is the rollout state machine: from the Workload's spec
+// and status and what the reconciler observed at now, the status to
+// record and the one action to carry out. It reads top to bottom:
+//
+//  1. Intent: which version rolls out and the traffic it should get (the
+//     first rollout, a new version, back to the stable version).
+//  2. Commit: the intent's render is committed (or proposed and merged)
+//     before anything is read back; new content at the same step resets
+//     the step's health and pause.
+//  3. Read back the commit: failed, pending or healthy.
+//  4. Healthy: analyse, hold for the step's pause, then advance or promote.
+//
+// Status is the source of truth: a step's intent is saved before its
+// commit is pushed and the commit recorded after, so a reconcile started
+// anywhere reaches the same step again and never skips or repeats one.
+func DecideRollout(spec *scribev1.WorkloadSpec, status scribev1.WorkloadStatus, obs RolloutObservations, now time.Time) (scribev1.WorkloadStatus, RolloutAction) {
+	d := &rollout{w: &scribev1.Workload{Spec: *spec, Status: *status.DeepCopy()}, obs: obs, now: now}
+	d.intend()
+	a := d.commit()
+	if a == nil {
+		a = d.readBack()
+	}
+	if a == nil {
+		a = d.judge()
+	}
+	a.Events = append(d.events, a.Events...)
+	return d.w.Status, *a
+}
+
+// rollout is one decision in the making.
+type rollout struct {
+	w      *scribev1.Workload
+	obs    RolloutObservations
+	now    time.Time
+	events []Event
+}
+
+// intend sets the intent: the version rolling out and its traffic.
+func (d *rollout) intend() {
+	w, st := d.w, &d.w.Status
+	newest := w.Spec.Versions[len(w.Spec.Versions)-1].Name
+	if st.StableVersion != "" && !hasVersion(w, st.StableVersion) {
+		st.StableVersion = "" // the stable version was removed from spec
+	}
+	switch {
+	case st.StableVersion == "":
+		// First rollout: the newest version takes all traffic.
+		if len(st.Traffic) != 1 || st.Traffic[0].Version != newest || st.CanaryVersion != newest {
+			st.CanaryVersion, st.Step = newest, 0
+			setTraffic(st, []scribev1.VersionWeight{{Version: newest, Weight: 100}})
+		}
+	case newest == st.StableVersion || newest == st.RolledBackVersion:
+		// Nothing to roll out: the stable version takes all traffic.
+		want := []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}}
+		if st.CanaryVersion != "" || !sameTraffic(st.Traffic, want) {
+			st.CanaryVersion, st.Step = "", -1
+			setTraffic(st, want)
+		}
+	case st.CanaryVersion != newest:
+		// A new version: its rollout starts at the first step.
+		st.CanaryVersion, st.Step, st.RolledBackVersion = newest, 0, ""
+		setTraffic(st, stepTraffic(w, 0))
+		d.events = append(d.events, normalEvent("RolloutStarted", "rolling out %s: step 1 of %d, weight %d", newest, len(steps(w)), steps(w)[0].Weight))
+	}
+}
+
+// commit gets the intent into the repository: it asks for actions until
+// status.revision names the commit that carries the render.
+func (d *rollout) commit() *RolloutAction {
+	st, obs := &d.w.Status, d.obs
+	if obs.Rendered == nil {
+		return &RolloutAction{Kind: RolloutRender}
+	}
+	if st.Digest != obs.Rendered.Digest {
+		// New content at the same step (the spec changed): its health and
+		// pause start again.
+		st.PullRequest = nil
+		st.StepHealthyAt, st.LastAnalysisAt = nil, nil
+		st.Revision, st.Digest = "", obs.Rendered.Digest
+	}
+	if st.Revision != "" {
+		return nil
+	}
+	if !promotesByPullRequest(d.w) || !obs.PullRequests {
+		if obs.Commit == "" {
+			return &RolloutAction{Kind: RolloutCommit, SaveIntent: true}
+		}
+		d.committed(obs.Commit)
+		return nil
+	}
+	if st.PullRequest == nil {
+		if obs.Proposed == nil {
+			return &RolloutAction{Kind: RolloutPropose, SaveIntent: true}
+		}
+		if obs.Proposed.UpToDate {
+			d.committed(obs.Proposed.Base)
+			return nil
+		}
+		pr := obs.Proposed.PullRequest
+		st.PullRequest = &pr
+		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", fmtTraffic(st.Traffic), pr.URL))
+	}
+	if obs.PullRequest == nil {
+		// The intent is saved once per reconcile, before the first call
+		// to the forge.
+		return &RolloutAction{Kind: RolloutReadPullRequest, SaveIntent: obs.Proposed == nil}
+	}
+	st.PullRequest.State = obs.PullRequest.State
+	switch {
+	case obs.PullRequest.Merged:
+		st.PullRequest.State = "merged"
+		d.committed(obs.PullRequest.Revision)
+		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d merged as %s (recognised by %s)", st.PullRequest.Number, shortRev(st.Revision), obs.PullRequest.MergedBy))
+		return nil
+	case obs.PullRequest.State == "closed":
+		return &RolloutAction{Kind: RolloutWait, Requeue: 30 * time.Second, Marks: []Mark{
+			markNotReady("PullRequestClosed", "pull request #%d was closed without merging: %s stays where it is", st.PullRequest.Number, fmtTraffic(st.Traffic)),
+			markStalled("PullRequestClosed", "pull request #%d was closed without merging", st.PullRequest.Number),
+		}}
+	}
+	return &RolloutAction{Kind: RolloutWait, Requeue: obs.Poll, Marks: []Mark{
+		markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
+		markNotReady("AwaitingMerge", "%s proposed in %s; waiting for the merge", fmtTraffic(st.Traffic), st.PullRequest.URL),
+	}}
+}
+
+// committed records the commit that carries the rendered intent.
+func (d *rollout) committed(rev string) {
+	d.w.Status.Revision = rev
+	d.w.Status.GeneratedResources = d.obs.Rendered.Generated.DeepCopy()
+}
+
+// readBack asks for the commit's health, and decides on a commit that
+// failed or is not healthy yet.
+func (d *rollout) readBack() *RolloutAction {
+	st, h := &d.w.Status, d.obs.Health
+	if h == nil {
+		return &RolloutAction{Kind: RolloutReadBack}
+	}
+	rolling := st.CanaryVersion != "" && st.StableVersion != ""
+	if h.Applied && h.Verdict.State == health.Pending && rolling {
+		// The applier applied the step but the new version is not healthy
+		// (yet): the analysis runs anyway, so a version that never becomes
+		// available fails its checks and is rolled back after threshold
+		// rounds instead of holding the rollout forever.
+		if a := d.analyse(); a != nil {
+			return a
+		}
+	}
+	switch h.Verdict.State {
+	case health.Failed:
+		if rolling {
+			return d.rollback(fmt.Sprintf("step %d of %s failed: %s", st.Step+1, st.CanaryVersion, h.Verdict.Message))
+		}
+		st.Phase = scribev1.WorkloadFailed
+		return &RolloutAction{Kind: RolloutWait, Requeue: d.obs.Poll, Marks: []Mark{
+			markNotReady(ReasonApplyFailed, "%s", h.Verdict.Message),
+			unmark(scribev1.ReconcilingCondition),
+		}}
+	case health.Pending:
+		if st.Phase != scribev1.WorkloadRolledBack {
+			st.Phase = scribev1.WorkloadProgressing
+		}
+		return &RolloutAction{Kind: RolloutWait, Requeue: d.obs.Poll, Marks: []Mark{
+			markReconciling(ReasonApplyPending, "waiting for %s: %s", shortRev(st.Revision), h.Verdict.Message),
+			markNotReady(ReasonApplyPending, "waiting for %s to be applied and healthy: %s", shortRev(st.Revision), h.Verdict.Message),
+		}}
+	}
+	return nil
+}
+
+// judge decides on a commit read back applied and healthy; it always
+// decides.
+func (d *rollout) judge() *RolloutAction {
+	w, st := d.w, &d.w.Status
+	if st.CanaryVersion == "" {
+		if st.Phase != scribev1.WorkloadRolledBack {
+			st.Phase = scribev1.WorkloadHealthy
+		}
+		marks := []Mark{
+			markReady(ReasonSucceeded, "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)),
+			unmark(scribev1.ReconcilingCondition),
+			unmark(scribev1.StalledCondition),
+		}
+		if wait, pending := decommissionDue(w, d.now); pending {
+			// Drained versions are still deployed: come back when they go.
+			return &RolloutAction{Kind: RolloutDecommission, Requeue: wait, Marks: marks}
+		}
+		return &RolloutAction{Kind: RolloutSettled, Marks: marks}
+	}
+	if st.StepHealthyAt == nil {
+		at := metav1.NewTime(d.now)
+		st.StepHealthyAt = &at
+		d.events = append(d.events, normalEvent("StepHealthy", "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)))
+	}
+	if st.StableVersion != "" {
+		if a := d.analyse(); a != nil {
+			return a
+		}
+	}
+	if wait := pause(w, st.Step) - d.now.Sub(st.StepHealthyAt.Time); wait > 0 {
+		return &RolloutAction{Kind: RolloutWait, Requeue: minDuration(wait, analysisInterval(w)), Marks: []Mark{
+			markReconciling(ReasonProgressing, "step %d of %s healthy; holding for %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second)),
+		}}
+	}
+	evidence := stepEvidence(w, d.now)
+	drained := metav1.NewTime(d.now)
+	if st.StableVersion == "" || int(st.Step) >= len(steps(w))-1 {
+		// The last step held: the new version is stable.
+		promoted := st.CanaryVersion
+		st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
+		st.DrainStartedAt = &drained
+		st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
+		setTraffic(st, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
+		st.Evidence = evidence
+		return &RolloutAction{Kind: RolloutPromote, Requeue: time.Millisecond, Events: []Event{normalEvent("Promoted", "%s is stable", promoted)}}
+	}
+	st.Step++
+	setTraffic(st, stepTraffic(w, int(st.Step)))
+	st.Evidence = evidence
+	return &RolloutAction{Kind: RolloutAdvance, Requeue: time.Millisecond, Events: []Event{
+		normalEvent("StepAdvanced", "step %d of %d: %s", st.Step+1, len(steps(w)), fmtTraffic(st.Traffic)),
+	}}
+}
+
+// analyse decides on the analysis round when one is due: it asks for the
+// checks to run, then counts a failed round and rolls back at the
+// threshold. nil means the rollout goes on (no round due, or it passed).
+func (d *rollout) analyse() *RolloutAction {
+	w, st := d.w, &d.w.Status
+	a := w.Spec.Rollout
+	if a == nil || a.Analysis == nil || len(a.Analysis.Checks) == 0 || !d.obs.Analysis {
+		return nil
+	}
+	interval := analysisInterval(w)
+	if st.LastAnalysisAt != nil && d.now.Sub(st.LastAnalysisAt.Time) < interval {
+		return nil
+	}
+	if d.obs.Checks == nil {
+		return &RolloutAction{Kind: RolloutAnalyse}
+	}
+	at := metav1.NewTime(d.now)
+	st.LastAnalysisAt = &at
+	st.Checks = d.obs.Checks.Results
+	var failed []string
+	for _, c := range st.Checks {
+		if !c.Passed {
+			failed = append(failed, c.Name+": "+c.Message)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	st.FailedChecks++
+	threshold := a.Analysis.Threshold
+	if threshold <= 0 {
+		threshold = 3
+	}
+	d.events = append(d.events, warningEvent("CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; ")))
+	if st.FailedChecks >= threshold {
+		return d.rollback(fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
+	}
+	return &RolloutAction{Kind: RolloutWait, Requeue: interval}
+}
+
+// rollback sends all traffic back to the stable version, once.
+func (d *rollout) rollback(why string) *RolloutAction {
+	st := &d.w.Status
+	failed := st.CanaryVersion
+	st.RolledBackVersion, st.CanaryVersion, st.Step = failed, "", -1
+	drained := metav1.NewTime(d.now)
+	st.DrainStartedAt = &drained
+	st.Phase = scribev1.WorkloadRolledBack
+	st.Message = "rollback of " + failed + ": " + why
+	// The failed version keeps its Deployment (at weight 0) until it is
+	// decommissioned, so the traffic names only the stable version.
+	setTraffic(st, []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}})
+	return &RolloutAction{Kind: RolloutRollBack, Requeue: time.Millisecond, Why: why,
+		Marks:  []Mark{markNotReady(ReasonRolledBack, "%s", st.Message)},
+		Events: []Event{warningEvent("RolledBack", "%s", st.Message)},
+	}
+}
+
+// setTraffic records a new intent: its commit is still to be made, and
+// the step's health, analysis and proposal start again.
+func setTraffic(st *scribev1.WorkloadStatus, tr []scribev1.VersionWeight) {
+	st.Traffic = tr
+	st.Revision = ""
+	st.StepHealthyAt, st.LastAnalysisAt = nil, nil
+	st.FailedChecks = 0
+	st.Checks = nil
+	st.Evidence = ""
+	st.PullRequest = nil
+	if st.Phase != scribev1.WorkloadRolledBack || st.CanaryVersion != "" {
+		st.Message = ""
+	}
+}
+
+func promotesByPullRequest(w *scribev1.Workload) bool {
+	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == scribev1.PromotionPullRequest
+}
+
+func analysisInterval(w *scribev1.Workload) time.Duration {
+	if a := w.Spec.Rollout; a != nil && a.Analysis != nil && a.Analysis.Interval != nil && a.Analysis.Interval.Duration > 0 {
+		return a.Analysis.Interval.Duration
+	}
+	return 30 * time.Second
+}
+
+// steps are the rollout's steps as weights of the new version: canary uses
+// spec.rollout.steps; blueGreen runs the new version dark (weight 0), then
+// switches; rolling switches at once.
+func steps(w *scribev1.Workload) []scribev1.RolloutStep {
+	ro := w.Spec.Rollout
+	if ro == nil {
+		return []scribev1.RolloutStep{{Weight: 100}}
+	}
+	switch ro.Strategy {
+	case scribev1.StrategyBlueGreen:
+		var p *metav1.Duration
+		if len(ro.Steps) > 0 {
+			p = ro.Steps[0].Pause
+		}
+		return []scribev1.RolloutStep{{Weight: 0, Pause: p}, {Weight: 100}}
+	case scribev1.StrategyRolling:
+		return []scribev1.RolloutStep{{Weight: 100}}
+	}
+	if len(ro.Steps) == 0 {
+		return []scribev1.RolloutStep{{Weight: 100}}
+	}
+	return ro.Steps
+}
+
+// stepTraffic is the traffic of step i: the canary's weight and the rest
+// to the stable version; all to the canary for rolling.
+func stepTraffic(w *scribev1.Workload, i int) []scribev1.VersionWeight {
+	s := steps(w)[i]
+	if w.Spec.Rollout != nil && w.Spec.Rollout.Strategy == scribev1.StrategyRolling {
+		return []scribev1.VersionWeight{{Version: w.Status.CanaryVersion, Weight: 100}}
+	}
+	return []scribev1.VersionWeight{{Version: w.Status.StableVersion, Weight: 100 - s.Weight}, {Version: w.Status.CanaryVersion, Weight: s.Weight}}
+}
+
+// pause is how long step holds once applied and healthy.
+func pause(w *scribev1.Workload, step int32) time.Duration {
+	s := steps(w)
+	if step < 0 || int(step) >= len(s) || s[step].Pause == nil {
+		return 0
+	}
+	return s[step].Pause.Duration
+}
+
+// gracePeriod is how long a drained version stays deployed.
+func gracePeriod(w *scribev1.Workload) time.Duration {
+	if d := w.Spec.Decommission; d != nil && d.GracePeriod != nil {
+		return d.GracePeriod.Duration
+	}
+	return 10 * time.Minute
+}
+
+// renderedVersions are the versions the render keeps: the stable one, the
+// one rolling out, and every other version until its drain has lasted the
+// grace period. A version removed from the output is decommissioned: the
+// applier prunes its Deployment.
+func renderedVersions(w *scribev1.Workload, now time.Time) map[string]bool {
+	st := &w.Status
+	keep := map[string]bool{}
+	drained := st.DrainStartedAt != nil && now.Sub(st.DrainStartedAt.Time) >= gracePeriod(w) && st.StableVersion != ""
+	for _, v := range w.Spec.Versions {
+		if !drained || v.Name == st.StableVersion || v.Name == st.CanaryVersion {
+			keep[v.Name] = true
+		}
+	}
+	newest := w.Spec.Versions[len(w.Spec.Versions)-1].Name
+	if newest != st.RolledBackVersion {
+		keep[newest] = true // a version about to roll out
+	}
+	return keep
+}
+
+// decommissionDue says how long until drained versions leave the output,
+// and whether any are still rendered.
+func decommissionDue(w *scribev1.Workload, now time.Time) (time.Duration, bool) {
+	st := &w.Status
+	if st.DrainStartedAt == nil || st.StableVersion == "" {
+		return 0, false
+	}
+	if len(renderedVersions(w, now)) <= 1 {
+		return 0, false
+	}
+	wait := gracePeriod(w) - now.Sub(st.DrainStartedAt.Time)
+	if wait < 0 {
+		wait = time.Millisecond // due now: the next pass renders without them
+	}
+	return wait, true
+}
+
+// stepEvidence describes the step that held until now, for the next
+// step's pull request and commit.
+func stepEvidence(w *scribev1.Workload, now time.Time) string {
+	st := &w.Status
+	var b strings.Builder
+	fmt.Fprintf(&b, "Step %d (%s) was applied at %s", st.Step+1, fmtTraffic(st.Traffic), shortRev(st.Revision))
+	if st.StepHealthyAt != nil {
+		fmt.Fprintf(&b, " and healthy from %s to %s", st.StepHealthyAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	b.WriteString(".")
+	for _, c := range st.Checks {
+		mark := "passed"
+		if !c.Passed {
+			mark = "FAILED"
+		}
+		fmt.Fprintf(&b, "\n- check %s %s: %s", c.Name, mark, c.Message)
+	}
+	return b.String()
+}
+
+func hasVersion(w *scribev1.Workload, v string) bool {
+	for _, x := range w.Spec.Versions {
+		if x.Name == v {
+			return true
+		}
+	}
+	return false
+}
+
+func sameTraffic(a, b []scribev1.VersionWeight) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
