@@ -152,7 +152,7 @@ func (p *Publisher) targetFor(ctx context.Context, repo *scribev1.Repository) (*
 	applier := repo.Spec.Applier
 	t.Input = render.DefaultPublish()
 	if applier.Kind != "" {
-		t.Input.Applier.Kind = applier.Kind
+		t.Input.Applier.Kind = string(applier.Kind)
 	}
 	if applier.Namespace != "" {
 		t.Input.Applier.Namespace = applier.Namespace
