@@ -83,7 +83,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 func (r *RepositoryReconciler) check(ctx context.Context, repo *scribev1.Repository) (string, *Target, error) {
-	t, err := r.Publisher.targetFor(ctx, repo)
+	t, err := r.Publisher.Resolver.For(ctx, repo)
 	if err != nil {
 		return "", nil, err
 	}
