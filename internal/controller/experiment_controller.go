@@ -200,7 +200,7 @@ func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	resolved, err := r.resolve(ctx, e)
 	if err != nil {
-		return ctrl.Result{}, err
+		return r.fail(e, &reasonError{reason: ReasonResolveFailed, err: err})
 	}
 	bundle, err := r.render(ctx, e, t, resolved)
 	if err != nil {
@@ -693,21 +693,10 @@ func (r *ExperimentReconciler) failed(ctx context.Context, e *scribev1.Experimen
 	conditions.MarkStalled(e, reason, "%s", msg)
 }
 
-// fail records err in Ready (and Stalled when only a change of the object or
-// its Repository can fix it). The phase is left as it is: nothing new was
-// committed.
+// fail records err in the Experiment's conditions by the shared table.
+// The phase is left as it is: nothing new was committed.
 func (r *ExperimentReconciler) fail(e *scribev1.Experiment, err error) (ctrl.Result, error) {
-	reason := reasonOf(err)
-	conditions.MarkFalse(e, scribev1.ReadyCondition, reason, "%s", err.Error())
-	switch reason {
-	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound, ReasonCatalogInvalid:
-		conditions.MarkStalled(e, reason, "%s", err.Error())
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	case ReasonRepositoryNotReady, ReasonCatalogNotReady:
-		conditions.MarkReconciling(e, reason, "%s", err.Error())
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	return ctrl.Result{}, err
+	return fail(e, err)
 }
 
 // setPhase records a phase and, on a transition, an event.
@@ -796,7 +785,6 @@ func (r *ExperimentReconciler) finalize(ctx context.Context, e *scribev1.Experim
 		obj: e, kind: scribev1.ExperimentKind, repo: e.Spec.RepositoryRef, generated: e.Status.GeneratedResources,
 		committed: conditions.GetReason(e, scribev1.ReconcilingCondition) == ReasonPruning,
 		record:    func(commit string) { e.Status.Revision = commit },
-		fail:      func(err error) (ctrl.Result, error) { return r.fail(e, err) },
 		event:     func(typ, reason, format string, args ...any) { r.event(e, typ, reason, format, args...) },
 		poll:      r.Poll,
 	})

@@ -5,7 +5,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -22,41 +21,6 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish/forge"
 	"github.com/scribe-gitops/scribe/render"
 )
-
-// Reasons of Ready=False that the controller sets itself.
-const (
-	ReasonRepositoryNotFound = "RepositoryNotFound"
-	ReasonRepositoryNotReady = "RepositoryNotReady"
-	ReasonSecretNotFound     = "SecretNotFound"
-	ReasonApplyPending       = "ApplyPending"
-	ReasonApplyFailed        = "ApplyFailed"
-	ReasonSucceeded          = "Succeeded"
-	ReasonProgressing        = "Progressing"
-	ReasonRolledBack         = "RolledBack"
-	ReasonPruning            = "Pruning"
-)
-
-// reasonError carries the condition reason for an error.
-type reasonError struct {
-	reason string
-	err    error
-}
-
-func (e *reasonError) Error() string { return e.err.Error() }
-func (e *reasonError) Unwrap() error { return e.err }
-
-// reasonOf picks the condition reason of err.
-func reasonOf(err error) string {
-	var re *reasonError
-	if errors.As(err, &re) {
-		return re.reason
-	}
-	var ie *render.InputError
-	if errors.As(err, &ie) {
-		return scribev1.RenderFailedReason
-	}
-	return string(publish.ReasonOf(err))
-}
 
 // Publisher turns custom resources into commits: it renders (with the
 // Repository's catalog), publishes to the Target's sink, asks the Target's

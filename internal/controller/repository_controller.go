@@ -41,7 +41,10 @@ func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 }
 
 // Reconcile checks access: a ref listing over the push service for Git (which
-// proves URL, network and credentials), a registry ping for OCI.
+// proves URL, network and credentials), a registry ping for OCI. A failed
+// check is recorded by the shared table (Ready=False, Stalled when only a
+// change helps) but retried at RetryInterval whatever its reason: the check
+// is a poll of the remote, and Workloads and Experiments wait for it.
 func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	repo := &scribev1.Repository{}
 	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, repo); err != nil {
@@ -64,7 +67,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	head, t, err := r.check(ctx, repo)
 	if err != nil {
 		logger.Info("access check failed", "error", err.Error())
-		conditions.MarkFalse(repo, scribev1.ReadyCondition, reasonOf(err), "%s", err.Error())
+		classify(err).mark(repo, err)
 		conditions.Delete(repo, scribev1.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 	}

@@ -157,7 +157,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 		opts.Identity += " signing@" + rv
 		signer, err := publish.SignerFromSecret(g.Signing.Format, s)
 		if err != nil {
-			return &reasonError{reason: "SigningKeyInvalid", err: err}
+			return &reasonError{reason: ReasonSigningKeyInvalid, err: err}
 		}
 		opts.Signer = signer
 	}

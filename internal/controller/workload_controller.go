@@ -137,26 +137,9 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	return r.progress(ctx, w, patcher, t)
 }
 
-// fail records err in Ready (and Stalled when only a change of the object or
-// its Repository can fix it).
+// fail records err in the Workload's conditions by the shared table.
 func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result, error) {
-	reason := reasonOf(err)
-	conditions.MarkFalse(w, scribev1.ReadyCondition, reason, "%s", err.Error())
-	switch reason {
-	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound:
-		conditions.MarkStalled(w, reason, "%s", err.Error())
-		conditions.Delete(w, scribev1.ReconcilingCondition)
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	case ReasonRepositoryNotReady:
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	case string(publish.ReasonUnreachable), string(publish.ReasonConflict), string(publish.ReasonAuthentication),
-		string(publish.ReasonHostKey), string(publish.ReasonRejected):
-		// The remote's trouble, said in Ready; try again at a steady pace
-		// rather than controller-runtime's growing backoff.
-		log.FromContext(context.Background()).V(1).Info("publish failed; retrying", "reason", reason)
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	return ctrl.Result{}, err
+	return fail(w, err)
 }
 
 // progress is the rollout state machine. Status is the source of truth: a
@@ -598,7 +581,6 @@ func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload)
 			w.Status.Phase = scribev1.WorkloadDeleting
 			w.Status.Revision = commit
 		},
-		fail:  func(err error) (ctrl.Result, error) { return r.fail(w, err) },
 		event: func(typ, reason, format string, args ...any) { r.event(w, typ, reason, format, args...) },
 		poll:  r.Poll,
 	})
