@@ -46,7 +46,9 @@ const (
 )
 
 // argoApplicationGVK is the Argo CD Application kind (no Go module here).
-var argoApplicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+func argoApplicationGVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+}
 
 // newApplier picks the applier of in.Kind; in is also what render gets.
 // An unknown or empty kind is Flux, the API's default.
@@ -127,7 +129,7 @@ func (a *argoApplier) Gone(ctx context.Context, sync scribev1.ObjectIdentity) (b
 
 func application() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(argoApplicationGVK)
+	u.SetGroupVersionKind(argoApplicationGVK())
 	return u
 }
 

@@ -29,7 +29,7 @@ func applierClient(t *testing.T, objs ...client.Object) client.Client {
 	for gvk := range scheme.AllKnownTypes() {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
-	mapper.Add(argoApplicationGVK, meta.RESTScopeNamespace)
+	mapper.Add(argoApplicationGVK(), meta.RESTScopeNamespace)
 	return fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).Build()
 }
 
