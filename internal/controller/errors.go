@@ -122,12 +122,6 @@ func (f failure) result(err error) (ctrl.Result, error) {
 	return ctrl.Result{RequeueAfter: f.RequeueAfter}, nil
 }
 
-// object is a Scribe custom resource with Flux-style conditions.
-type object interface {
-	client.Object
-	conditions.Setter
-}
-
 // fail records err in obj's conditions and says when to come back, by the
 // table. The phase is left as it is: nothing new was committed.
 func fail(obj object, err error) (ctrl.Result, error) {

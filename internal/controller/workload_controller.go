@@ -14,15 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -33,9 +29,6 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
-
-// Finalizer holds a CR until the applier has pruned what Scribe committed.
-const Finalizer = "scribe.dev/finalizer"
 
 // WorkloadReconciler renders Workloads, walks canary steps and rolls back,
 // moving only on health read back from the applier and the Deployments.
@@ -61,7 +54,7 @@ type WorkloadReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&scribev1.Workload{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deleting()), pred)).
+		For(&scribev1.Workload{}, finalizerPredicates(pred)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	// Read-back is watched where the API allows, so a step moves as soon as
 	// the applier or a Deployment reports, not at the next poll: the per-CR
@@ -74,7 +67,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 		}
 		return nil
 	}))
-	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}, "v1"); err == nil {
+	if kustomizationsInstalled(mgr) {
 		b = b.Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
 	}
 	return b.Complete(r)
@@ -91,45 +84,19 @@ func syncOwner(kind string) handler.MapFunc {
 	}
 }
 
-// deleting passes updates that start a deletion (the deletion timestamp
-// does not change the generation).
-func deleting() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
-	}}
+// Reconcile moves one Workload one step closer to its desired state.
+func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, reconcile: r.reconcile}.
+		run(ctx, r.Publisher.Client, req, &scribev1.Workload{})
 }
 
-// Reconcile moves one Workload one step closer to its desired state.
-func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	w := &scribev1.Workload{}
-	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, w); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	logger := log.FromContext(ctx).WithValues("kind", "Workload", "namespace", w.Namespace, "name", w.Name)
-	ctx = log.IntoContext(ctx, logger)
-	patcher := patch.NewSerialPatcher(w, r.Publisher.Client)
-	defer func() {
-		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
-			retErr = err
-		}
-	}()
-
-	if !w.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, w)
-	}
-	if !controllerutil.ContainsFinalizer(w, Finalizer) {
-		controllerutil.AddFinalizer(w, Finalizer)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-	}
+// reconcile resolves the Workload's Repository and walks the rollout.
+func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher) (ctrl.Result, error) {
 	w.Status.ObservedGeneration = w.Generation
 	if w.Status.Phase == "" {
 		w.Status.Phase = scribev1.WorkloadPending
 		w.Status.Step = -1
 	}
-
 	t, err := r.Publisher.Target(ctx, w.Namespace, w.Spec.RepositoryRef, true)
 	if err != nil {
 		return r.fail(w, err)
@@ -587,9 +554,7 @@ func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload)
 }
 
 func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(obj, nil, typ, reason, reason, format, args...)
-	}
+	eventf(r.Events, obj, typ, reason, format, args...)
 }
 
 func (r *WorkloadReconciler) analysisInterval(w *scribev1.Workload) time.Duration {
