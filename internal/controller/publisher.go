@@ -1,6 +1,12 @@
 // Package controller holds Scribe's reconcilers: they render custom
-// resources, publish them through publish/, and move phases and canary
-// steps only on health read back from the applier (controller/health).
+// resources, publish them through internal/publish, and move phases and
+// canary steps only on health read back from the applier
+// (internal/health).
+//
+// Every reconciler has one shape (reconcile.go) and answers errors by one
+// table (errors.go). A Resolver turns a custom resource's Repository into
+// a Target, which carries its sink and its Applier (Flux or Argo CD); the
+// Publisher renders, publishes, nudges and reads back through them.
 package controller
 
 import (
