@@ -68,7 +68,7 @@ type Applier = contract.Applier
 // DefaultPublish is the publish target of an offline render: repository
 // root, applied by Flux from the GitRepository flux-system/scribe.
 func DefaultPublish() Publish {
-	return Publish{Path: ".", Applier: Applier{Kind: contract.ApplierFlux, Namespace: "flux-system", Name: "scribe", SourceKind: contract.SourceGitRepository}}
+	return Publish{Path: ".", Applier: Applier{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe", SourceKind: contract.SourceGitRepository}}
 }
 
 // Resolved holds cluster facts an Experiment render needs.

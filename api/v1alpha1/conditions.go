@@ -19,3 +19,15 @@ func (in *Experiment) GetConditions() []metav1.Condition { return in.Status.Cond
 
 // SetConditions sets the status conditions.
 func (in *Experiment) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// SetLastHandledReconcileRequest records the reconcile.fluxcd.io/requestedAt
+// value a reconcile handled.
+func (in *Repository) SetLastHandledReconcileRequest(v string) { in.Status.LastHandledReconcileAt = v }
+
+// SetLastHandledReconcileRequest records the reconcile.fluxcd.io/requestedAt
+// value a reconcile handled.
+func (in *Workload) SetLastHandledReconcileRequest(v string) { in.Status.LastHandledReconcileAt = v }
+
+// SetLastHandledReconcileRequest records the reconcile.fluxcd.io/requestedAt
+// value a reconcile handled.
+func (in *Experiment) SetLastHandledReconcileRequest(v string) { in.Status.LastHandledReconcileAt = v }

@@ -130,13 +130,26 @@ type OCIRepositorySpec struct {
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
+// ApplierKind is the GitOps tool that applies what Scribe publishes.
+// +kubebuilder:validation:Enum=Flux;ArgoCD
+type ApplierKind string
+
+// Appliers Scribe publishes for.
+const (
+	// ApplierFlux: a Flux GitRepository or OCIRepository syncs the
+	// repository and a Kustomization per custom resource applies it.
+	ApplierFlux ApplierKind = "Flux"
+	// ApplierArgoCD: an Argo CD Application per custom resource syncs and
+	// applies it.
+	ApplierArgoCD ApplierKind = "ArgoCD"
+)
+
 // ApplierSpec names the GitOps tool that applies the published manifests.
 type ApplierSpec struct {
 	// Kind of applier.
-	// +kubebuilder:validation:Enum=Flux;ArgoCD
 	// +kubebuilder:default=Flux
 	// +optional
-	Kind string `json:"kind,omitempty"`
+	Kind ApplierKind `json:"kind,omitempty"`
 	// Namespace of the applier's objects: where Scribe's rendered Flux
 	// Kustomizations or Argo CD Applications live (flux-system, argocd).
 	// +kubebuilder:validation:MinLength=1

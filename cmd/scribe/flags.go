@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/render"
 	"github.com/scribe-gitops/scribe/render/contract"
 )
@@ -44,16 +45,16 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 }
 
 func (f *renderFlags) publish() (render.Publish, error) {
-	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: contract.ApplierKind(f.applier), Namespace: f.applierNS, Name: f.sourceName, SourceKind: contract.SourceKind(f.sourceKind), RepoURL: f.repoURL, Revision: f.revision}}
+	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: scribev1.ApplierKind(f.applier), Namespace: f.applierNS, Name: f.sourceName, SourceKind: contract.SourceKind(f.sourceKind), RepoURL: f.repoURL, Revision: f.revision}}
 	switch p.Applier.Kind {
-	case contract.ApplierFlux:
+	case scribev1.ApplierFlux:
 		if p.Applier.Namespace == "" {
 			p.Applier.Namespace = "flux-system"
 		}
 		if k := p.Applier.SourceKind; k != contract.SourceGitRepository && k != contract.SourceOCIRepository {
 			return p, fmt.Errorf("--source-kind must be GitRepository or OCIRepository, not %q", f.sourceKind)
 		}
-	case contract.ApplierArgoCD:
+	case scribev1.ApplierArgoCD:
 		if p.Applier.Namespace == "" {
 			p.Applier.Namespace = "argocd"
 		}

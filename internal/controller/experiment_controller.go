@@ -19,10 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -104,7 +102,7 @@ type ExperimentReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&scribev1.Experiment{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}), pred)).
+		For(&scribev1.Experiment{}, finalizerPredicates(pred)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	// Read-back is watched where the kind is installed, so a phase moves as
 	// soon as Flux, Argo CD, Cluster API or the workflow engine reports, not
@@ -122,7 +120,7 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 		}
 		return nil
 	})
-	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}, "v1"); err == nil {
+	if kustomizationsInstalled(mgr) {
 		b = b.Watches(&kustomizev1.Kustomization{}, owner)
 	}
 	for _, gk := range []schema.GroupKind{
@@ -145,38 +143,17 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 
 // Reconcile moves one Experiment along its phases as far as the evidence
 // read back allows.
-func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	e := &scribev1.Experiment{}
-	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, e); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get experiment %s: %w", req.NamespacedName, err)
-	}
-	logger := log.FromContext(ctx).WithValues("kind", scribev1.ExperimentKind, "namespace", e.Namespace, "name", e.Name)
-	ctx = log.IntoContext(ctx, logger)
-	patcher := patch.NewSerialPatcher(e, r.Publisher.Client)
-	defer func() {
-		if err := r.patch(ctx, patcher, e); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
-			retErr = err
-		}
-	}()
+func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return lifecycle[*scribev1.Experiment]{kind: scribev1.ExperimentKind, finalize: r.finalize, reconcile: r.reconcile}.
+		run(ctx, r.Publisher.Client, req, &scribev1.Experiment{})
+}
 
-	if !e.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, e)
-	}
-	if !controllerutil.ContainsFinalizer(e, Finalizer) {
-		controllerutil.AddFinalizer(e, Finalizer)
-		if err := r.patch(ctx, patcher, e); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
+// reconcile renders the Experiment into one commit and follows what is read
+// back of it.
+func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experiment, patcher *patch.SerialPatcher) (ctrl.Result, error) {
 	st := &e.Status
 	observed := st.ObservedGeneration
 	st.ObservedGeneration = e.Generation
-	if v := e.GetAnnotations()[RequestedAtAnnotation]; v != "" {
-		st.LastHandledReconcileAt = v
-	}
 	return r.progress(ctx, e, patcher, observed != e.Generation)
 }
 
@@ -215,7 +192,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 			}
 			resolved, err := r.resolve(ctx, e)
 			if err != nil {
-				return ctrl.Result{}, err
+				return r.fail(e, &reasonError{reason: ReasonResolveFailed, err: err})
 			}
 			if bundle, err = r.render(ctx, e, t, resolved); err != nil {
 				return r.fail(e, err)
@@ -256,12 +233,9 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 	return ctrl.Result{}, fmt.Errorf("experiment %s/%s: no decision after %d observations", e.Namespace, e.Name, maxDecisions)
 }
 
-// patch writes metadata (finalizer) and status, owning Scribe's conditions.
+// patch writes metadata and status now, owning Scribe's conditions.
 func (r *ExperimentReconciler) patch(ctx context.Context, patcher *patch.SerialPatcher, e *scribev1.Experiment) error {
-	if err := patcher.Patch(ctx, e, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
-		return fmt.Errorf("patch experiment %s/%s: %w", e.Namespace, e.Name, err)
-	}
-	return nil
+	return patchObject(ctx, patcher, e)
 }
 
 // targets reads back every target's cluster. A target is Ready when its
@@ -513,27 +487,14 @@ func enginePhase(u *unstructured.Unstructured) string {
 	return s
 }
 
-// fail records err in Ready (and Stalled when only a change of the object or
-// its Repository can fix it). The phase is left as it is: nothing new was
-// committed.
+// fail records err in the Experiment's conditions by the shared table.
+// The phase is left as it is: nothing new was committed.
 func (r *ExperimentReconciler) fail(e *scribev1.Experiment, err error) (ctrl.Result, error) {
-	reason := reasonOf(err)
-	conditions.MarkFalse(e, scribev1.ReadyCondition, reason, "%s", err.Error())
-	switch reason {
-	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound, ReasonCatalogInvalid:
-		conditions.MarkStalled(e, reason, "%s", err.Error())
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	case ReasonRepositoryNotReady, ReasonCatalogNotReady:
-		conditions.MarkReconciling(e, reason, "%s", err.Error())
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	return ctrl.Result{}, err
+	return fail(e, err)
 }
 
 func (r *ExperimentReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(obj, nil, typ, reason, reason, format, args...)
-	}
+	eventf(r.Events, obj, typ, reason, format, args...)
 }
 
 // resolve looks up what the render needs from the cluster: the OTLP
@@ -567,7 +528,6 @@ func (r *ExperimentReconciler) finalize(ctx context.Context, e *scribev1.Experim
 		obj: e, kind: scribev1.ExperimentKind, repo: e.Spec.RepositoryRef, generated: e.Status.GeneratedResources,
 		committed: conditions.GetReason(e, scribev1.ReconcilingCondition) == ReasonPruning,
 		record:    func(commit string) { e.Status.Revision = commit },
-		fail:      func(err error) (ctrl.Result, error) { return r.fail(e, err) },
 		event:     func(typ, reason, format string, args ...any) { r.event(e, typ, reason, format, args...) },
 		poll:      r.Poll,
 	})

@@ -10,7 +10,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -21,10 +20,7 @@ import (
 // removal is a Workload or Experiment being deleted, and how its reconciler
 // records what happened.
 type removal struct {
-	obj interface {
-		client.Object
-		conditions.Setter
-	}
+	obj       object
 	kind      string
 	repo      *scribev1.LocalObjectReference
 	generated *scribev1.GeneratedResources
@@ -33,10 +29,8 @@ type removal struct {
 	committed bool
 	// record stores the removal commit in status.
 	record func(commit string)
-	// fail records an error in the object's conditions.
-	fail  func(error) (ctrl.Result, error)
-	event func(typ, reason, format string, args ...any)
-	poll  time.Duration
+	event  func(typ, reason, format string, args ...any)
+	poll   time.Duration
 }
 
 // finalize publishes the removal of a custom resource's paths once and
@@ -55,14 +49,14 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 			controllerutil.RemoveFinalizer(obj, Finalizer)
 			return ctrl.Result{}, nil
 		}
-		return rm.fail(err)
+		return fail(obj, err)
 	}
 	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: rm.kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	sync := syncIdentity(t, rm.generated, src)
 	if !rm.committed {
 		res, err := p.Publish(ctx, t, publish.DeleteFor(src, obj.GetGeneration()), sync)
 		if err != nil {
-			return rm.fail(err)
+			return fail(obj, err)
 		}
 		rm.record(res.Commit)
 		log.FromContext(ctx).Info("removed from git", "revision", res.Revision, "changed", res.Changed)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -42,29 +41,23 @@ func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 
 // Reconcile checks access: a ref listing over the push service for Git (which
 // proves URL, network and credentials), a registry ping for OCI.
-func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	repo := &scribev1.Repository{}
-	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, repo); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	logger := log.FromContext(ctx).WithValues("kind", "Repository", "namespace", repo.Namespace, "name", repo.Name)
-	patcher := patch.NewSerialPatcher(repo, r.Publisher.Client)
-	defer func() {
-		repo.Status.ObservedGeneration = repo.Generation
-		if err := patcher.Patch(ctx, repo, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil && retErr == nil {
-			retErr = err
-		}
-	}()
+func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return lifecycle[*scribev1.Repository]{kind: scribev1.RepositoryKind, reconcile: r.reconcile}.
+		run(ctx, r.Publisher.Client, req, &scribev1.Repository{})
+}
 
+// reconcile checks the Repository and loads its catalog. A failed check is
+// recorded by the shared table (Ready=False, Stalled when only a change
+// helps) but retried at RetryInterval whatever its reason: the check is a
+// poll of the remote, and Workloads and Experiments wait for it.
+func (r *RepositoryReconciler) reconcile(ctx context.Context, repo *scribev1.Repository, _ *patch.SerialPatcher) (ctrl.Result, error) {
+	repo.Status.ObservedGeneration = repo.Generation
 	now := metav1.Now()
 	repo.Status.LastAccessCheck = &now
 	head, t, err := r.check(ctx, repo)
 	if err != nil {
-		logger.Info("access check failed", "error", err.Error())
-		conditions.MarkFalse(repo, scribev1.ReadyCondition, reasonOf(err), "%s", err.Error())
+		log.FromContext(ctx).Info("access check failed", "error", err.Error())
+		classify(err).mark(repo, err)
 		conditions.Delete(repo, scribev1.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 	}
@@ -83,7 +76,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 func (r *RepositoryReconciler) check(ctx context.Context, repo *scribev1.Repository) (string, *Target, error) {
-	t, err := r.Publisher.targetFor(ctx, repo)
+	t, err := r.Publisher.Resolver.For(ctx, repo)
 	if err != nil {
 		return "", nil, err
 	}
@@ -131,12 +124,6 @@ func accessMessage(repo *scribev1.Repository, head string) string {
 	return fmt.Sprintf("can push to %s", repo.Spec.OCI.URL)
 }
 
-const fieldOwner = "scribe-controller"
-
 // catalogRetryInterval is how soon a catalog that could not be loaded is
 // tried again.
 const catalogRetryInterval = 5 * time.Second
-
-func ownedConditions() []string {
-	return []string{scribev1.ReadyCondition, scribev1.ReconcilingCondition, scribev1.StalledCondition, scribev1.CatalogReadyCondition}
-}

@@ -94,11 +94,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
+	git := publish.NewGit(filepath.Join(opts.DataDir, "git"))
 	p := &Publisher{
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
+		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git},
 		Engine:     engine,
-		Git:        publish.NewGit(filepath.Join(opts.DataDir, "git")),
+		Git:        git,
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
 		NoNudge:    opts.NoNudge,

@@ -7,20 +7,15 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -31,9 +26,6 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
-
-// Finalizer holds a CR until the applier has pruned what Scribe committed.
-const Finalizer = "scribe.dev/finalizer"
 
 // WorkloadReconciler renders Workloads, walks canary steps and rolls back,
 // moving only on health read back from the applier and the Deployments.
@@ -59,7 +51,7 @@ type WorkloadReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&scribev1.Workload{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deleting()), pred)).
+		For(&scribev1.Workload{}, finalizerPredicates(pred)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	// Read-back is watched where the API allows, so a step moves as soon as
 	// the applier or a Deployment reports, not at the next poll: the per-CR
@@ -72,7 +64,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 		}
 		return nil
 	}))
-	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}, "v1"); err == nil {
+	if kustomizationsInstalled(mgr) {
 		b = b.Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
 	}
 	return b.Complete(r)
@@ -89,45 +81,19 @@ func syncOwner(kind string) handler.MapFunc {
 	}
 }
 
-// deleting passes updates that start a deletion (the deletion timestamp
-// does not change the generation).
-func deleting() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
-	}}
+// Reconcile moves one Workload one step closer to its desired state.
+func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, reconcile: r.reconcile}.
+		run(ctx, r.Publisher.Client, req, &scribev1.Workload{})
 }
 
-// Reconcile moves one Workload one step closer to its desired state.
-func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	w := &scribev1.Workload{}
-	if err := r.Publisher.Client.Get(ctx, req.NamespacedName, w); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	logger := log.FromContext(ctx).WithValues("kind", "Workload", "namespace", w.Namespace, "name", w.Name)
-	ctx = log.IntoContext(ctx, logger)
-	patcher := patch.NewSerialPatcher(w, r.Publisher.Client)
-	defer func() {
-		if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
-			retErr = err
-		}
-	}()
-
-	if !w.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, w)
-	}
-	if !controllerutil.ContainsFinalizer(w, Finalizer) {
-		controllerutil.AddFinalizer(w, Finalizer)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-	}
+// reconcile resolves the Workload's Repository and walks the rollout.
+func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher) (ctrl.Result, error) {
 	w.Status.ObservedGeneration = w.Generation
 	if w.Status.Phase == "" {
 		w.Status.Phase = scribev1.WorkloadPending
 		w.Status.Step = -1
 	}
-
 	t, err := r.Publisher.Target(ctx, w.Namespace, w.Spec.RepositoryRef, true)
 	if err != nil {
 		return r.fail(w, err)
@@ -135,26 +101,9 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	return r.progress(ctx, w, patcher, t)
 }
 
-// fail records err in Ready (and Stalled when only a change of the object or
-// its Repository can fix it).
+// fail records err in the Workload's conditions by the shared table.
 func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result, error) {
-	reason := reasonOf(err)
-	conditions.MarkFalse(w, scribev1.ReadyCondition, reason, "%s", err.Error())
-	switch reason {
-	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid), ReasonSecretNotFound:
-		conditions.MarkStalled(w, reason, "%s", err.Error())
-		conditions.Delete(w, scribev1.ReconcilingCondition)
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	case ReasonRepositoryNotReady:
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	case string(publish.ReasonUnreachable), string(publish.ReasonConflict), string(publish.ReasonAuthentication),
-		string(publish.ReasonHostKey), string(publish.ReasonRejected):
-		// The remote's trouble, said in Ready; try again at a steady pace
-		// rather than controller-runtime's growing backoff.
-		log.FromContext(context.Background()).V(1).Info("publish failed; retrying", "reason", reason)
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	return ctrl.Result{}, err
+	return fail(w, err)
 }
 
 // progress walks the rollout: DecideRollout (rollout.go) decides, and
@@ -334,16 +283,13 @@ func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload)
 			w.Status.Phase = scribev1.WorkloadDeleting
 			w.Status.Revision = commit
 		},
-		fail:  func(err error) (ctrl.Result, error) { return r.fail(w, err) },
 		event: func(typ, reason, format string, args ...any) { r.event(w, typ, reason, format, args...) },
 		poll:  r.Poll,
 	})
 }
 
 func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(obj, nil, typ, reason, reason, format, args...)
-	}
+	eventf(r.Events, obj, typ, reason, format, args...)
 }
 
 func fmtTraffic(tr []scribev1.VersionWeight) string {

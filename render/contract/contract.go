@@ -23,16 +23,6 @@ type Metadata struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 }
 
-// ApplierKind names the GitOps tool that applies a bundle.
-type ApplierKind string
-
-const (
-	// ApplierFlux applies through a Flux Kustomization.
-	ApplierFlux ApplierKind = "Flux"
-	// ApplierArgoCD applies through an Argo CD Application.
-	ApplierArgoCD ApplierKind = "ArgoCD"
-)
-
 // SourceKind is the Flux source kind that syncs the repository.
 type SourceKind string
 
@@ -53,7 +43,7 @@ type Publish struct {
 // Applier is the GitOps tool that applies the bundle.
 type Applier struct {
 	// Kind is Flux or ArgoCD.
-	Kind ApplierKind `json:"kind"`
+	Kind scribev1.ApplierKind `json:"kind"`
 	// Namespace of the applier objects (flux-system, argocd).
 	Namespace string `json:"namespace"`
 	// Name of the Flux source that syncs the repository.

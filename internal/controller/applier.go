@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/health"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// Applier is the GitOps tool that applies what Scribe publishes to one
+// Repository: Flux or Argo CD, chosen once per Repository by the Resolver.
+// Each custom resource has one sync object (a Flux Kustomization or an Argo
+// CD Application) that render writes next to its manifests.
+type Applier interface {
+	// Kind is the Repository's spec.applier.kind.
+	Kind() scribev1.ApplierKind
+	// RenderInput is what render needs to write the sync object.
+	RenderInput() render.Applier
+	// Nudge asks the applier to reconcile sync now instead of at its next
+	// poll.
+	Nudge(ctx context.Context, sync scribev1.ObjectIdentity) error
+	// Applied reads the applier's verdict on commit from sync; anc answers
+	// whether a later applied revision still carries commit's paths.
+	Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error)
+	// Gone reports whether the applier has pruned sync (after the custom
+	// resource's removal was published).
+	Gone(ctx context.Context, sync scribev1.ObjectIdentity) (bool, error)
+}
+
+// Annotations that ask an applier to reconcile now.
+const (
+	// RequestedAtAnnotation asks a Flux source to reconcile now.
+	RequestedAtAnnotation = "reconcile.fluxcd.io/requestedAt"
+	// ArgoRefreshAnnotation asks Argo CD to refresh an Application now.
+	ArgoRefreshAnnotation = "argocd.argoproj.io/refresh"
+)
+
+// argoApplicationGVK is the Argo CD Application kind (no Go module here).
+func argoApplicationGVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+}
+
+// newApplier picks the applier of in.Kind; in is also what render gets.
+// An unknown or empty kind is Flux, the API's default.
+func newApplier(c client.Client, in render.Applier) Applier {
+	if scribev1.ApplierKind(in.Kind) == scribev1.ApplierArgoCD {
+		return &argoApplier{client: c, in: in}
+	}
+	return &fluxApplier{client: c, in: in}
+}
+
+// fluxApplier: a GitRepository or OCIRepository (in.SourceKind
+// in.Namespace/in.Name) syncs the repository, and a Kustomization per
+// custom resource applies its directory.
+type fluxApplier struct {
+	client client.Client
+	in     render.Applier
+}
+
+func (a *fluxApplier) Kind() scribev1.ApplierKind  { return scribev1.ApplierFlux }
+func (a *fluxApplier) RenderInput() render.Applier { return a.in }
+
+// Nudge annotates the Flux source only: annotating the Kustomization too
+// races with the source's new artifact.
+func (a *fluxApplier) Nudge(ctx context.Context, _ scribev1.ObjectIdentity) error {
+	src := &unstructured.Unstructured{}
+	src.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: string(a.in.SourceKind)})
+	src.SetNamespace(a.in.Namespace)
+	src.SetName(a.in.Name)
+	return annotate(ctx, a.client, src, RequestedAtAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+}
+
+func (a *fluxApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error) {
+	ks := &kustomizev1.Kustomization{}
+	found, err := getSync(ctx, a.client, "Kustomization", sync, ks)
+	if !found {
+		return notObserved("Kustomization", sync, err)
+	}
+	return health.FluxKustomization(ctx, ks, commit, anc)
+}
+
+func (a *fluxApplier) Gone(ctx context.Context, sync scribev1.ObjectIdentity) (bool, error) {
+	found, err := getSync(ctx, a.client, "Kustomization", sync, &kustomizev1.Kustomization{})
+	return !found && err == nil, err
+}
+
+// argoApplier: an Application per custom resource syncs and applies its
+// directory of in.RepoURL at in.Revision.
+type argoApplier struct {
+	client client.Client
+	in     render.Applier
+}
+
+func (a *argoApplier) Kind() scribev1.ApplierKind  { return scribev1.ApplierArgoCD }
+func (a *argoApplier) RenderInput() render.Applier { return a.in }
+
+// Nudge asks Argo CD for a normal refresh of the custom resource's
+// Application.
+func (a *argoApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity) error {
+	app := application()
+	app.SetNamespace(sync.Namespace)
+	app.SetName(sync.Name)
+	return annotate(ctx, a.client, app, ArgoRefreshAnnotation, "normal")
+}
+
+func (a *argoApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error) {
+	app := application()
+	found, err := getSync(ctx, a.client, "Application", sync, app)
+	if !found {
+		return notObserved("Application", sync, err)
+	}
+	return health.ArgoApplication(ctx, app, commit, anc)
+}
+
+func (a *argoApplier) Gone(ctx context.Context, sync scribev1.ObjectIdentity) (bool, error) {
+	found, err := getSync(ctx, a.client, "Application", sync, application())
+	return !found && err == nil, err
+}
+
+func application() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(argoApplicationGVK())
+	return u
+}
+
+// getSync reads the sync object, of kind, into obj. found is false when it
+// does not exist (err nil) or could not be read (err set).
+func getSync(ctx context.Context, c client.Client, kind string, sync scribev1.ObjectIdentity, obj client.Object) (found bool, err error) {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: sync.Namespace, Name: sync.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("get %s %s/%s: %w", kind, sync.Namespace, sync.Name, err)
+	}
+	return true, nil
+}
+
+// notObserved is the verdict on a sync object the applier has not created
+// yet; after a failed read (err set) there is no verdict.
+func notObserved(kind string, sync scribev1.ObjectIdentity, err error) (health.Verdict, error) {
+	if err != nil {
+		return health.Verdict{}, err
+	}
+	return health.Verdict{State: health.Pending, Reason: "NotObserved", Message: fmt.Sprintf("%s %s/%s does not exist yet", kind, sync.Namespace, sync.Name)}, nil
+}
+
+// annotate merge-patches one annotation onto u (which names the object).
+func annotate(ctx context.Context, c client.Client, u *unstructured.Unstructured, key, value string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("annotate %s %s/%s with %s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), key, err)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/health"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// applierClient is a fake API server holding objs, which knows Argo CD's
+// Application kind besides the scheme's.
+func applierClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for gvk := range scheme.AllKnownTypes() {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	mapper.Add(argoApplicationGVK(), meta.RESTScopeNamespace)
+	return fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).Build()
+}
+
+func argoApp(namespace, name string) *unstructured.Unstructured {
+	app := application()
+	app.SetNamespace(namespace)
+	app.SetName(name)
+	return app
+}
+
+func annotations(t *testing.T, c client.Client, obj client.Object) map[string]string {
+	t.Helper()
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj.GetAnnotations()
+}
+
+func TestNewApplierPicksArgoCDOnlyForItsKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		want scribev1.ApplierKind
+	}{
+		{"", scribev1.ApplierFlux},
+		{"Flux", scribev1.ApplierFlux},
+		{"ArgoCD", scribev1.ApplierArgoCD},
+	} {
+		if got := newApplier(nil, render.Applier{Kind: tc.kind}).Kind(); got != tc.want {
+			t.Errorf("kind %q: applier %s, want %s", tc.kind, got, tc.want)
+		}
+	}
+}
+
+func TestAppliersNudgeTheirOwnObject(t *testing.T) {
+	sync := scribev1.ObjectIdentity{Namespace: "argocd", Name: "workload-team-web"}
+	for _, tc := range []struct {
+		name       string
+		in         render.Applier
+		nudged     client.Object // what the nudge annotates
+		annotation string
+	}{
+		{"Flux annotates the GitRepository that syncs the repository",
+			render.Applier{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository"},
+			&sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"}}, RequestedAtAnnotation},
+		{"Flux annotates the OCIRepository that syncs the repository",
+			render.Applier{Kind: "Flux", Namespace: "flux-system", Name: "scribe-oci", SourceKind: "OCIRepository"},
+			&sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe-oci"}}, RequestedAtAnnotation},
+		{"Argo CD annotates the custom resource's Application",
+			render.Applier{Kind: "ArgoCD", Namespace: "argocd", Name: "scribe"},
+			argoApp(sync.Namespace, sync.Name), ArgoRefreshAnnotation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := applierClient(t, tc.nudged)
+			if err := newApplier(c, tc.in).Nudge(context.Background(), sync); err != nil {
+				t.Fatal(err)
+			}
+			if v := annotations(t, c, tc.nudged)[tc.annotation]; v == "" {
+				t.Fatalf("%s not set on %s/%s", tc.annotation, tc.nudged.GetNamespace(), tc.nudged.GetName())
+			}
+		})
+	}
+}
+
+func TestApplierNudgeOfAMissingObjectIsAnError(t *testing.T) {
+	for _, in := range []render.Applier{
+		{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository"},
+		{Kind: "ArgoCD", Namespace: "argocd", Name: "scribe"},
+	} {
+		if err := newApplier(applierClient(t), in).Nudge(context.Background(), scribev1.ObjectIdentity{Namespace: "argocd", Name: "gone"}); err == nil {
+			t.Errorf("%s: nudging a missing object succeeded", in.Kind)
+		}
+	}
+}
+
+func TestAppliersSeeTheirSyncObjectGoneOnlyWhenPruned(t *testing.T) {
+	sync := scribev1.ObjectIdentity{Namespace: "flux-system", Name: "workload-team-web"}
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: sync.Namespace, Name: sync.Name}}
+	for _, tc := range []struct {
+		name string
+		kind string
+		objs []client.Object
+		gone bool
+	}{
+		{"Flux with the Kustomization", "Flux", []client.Object{ks.DeepCopy()}, false},
+		{"Flux without the Kustomization", "Flux", nil, true},
+		{"Flux with only an Application of the name", "Flux", []client.Object{argoApp(sync.Namespace, sync.Name)}, true},
+		{"Argo CD with the Application", "ArgoCD", []client.Object{argoApp(sync.Namespace, sync.Name)}, false},
+		{"Argo CD without the Application", "ArgoCD", nil, true},
+		{"Argo CD with only a Kustomization of the name", "ArgoCD", []client.Object{ks.DeepCopy()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newApplier(applierClient(t, tc.objs...), render.Applier{Kind: tc.kind, Namespace: sync.Namespace, Name: "scribe"})
+			gone, err := a.Gone(context.Background(), sync)
+			if err != nil || gone != tc.gone {
+				t.Fatalf("Gone = %v, %v; want %v", gone, err, tc.gone)
+			}
+		})
+	}
+}
+
+func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
+	sync := scribev1.ObjectIdentity{Namespace: "flux-system", Name: "workload-team-web"}
+	same := func(_ context.Context, ours, applied string) (bool, error) { return ours == applied, nil }
+	for _, kind := range []string{"Flux", "ArgoCD"} {
+		a := newApplier(applierClient(t), render.Applier{Kind: kind, Namespace: sync.Namespace, Name: "scribe"})
+		v, err := a.Applied(context.Background(), sync, "abc", same)
+		if err != nil || v.State != health.Pending || v.Reason != "NotObserved" {
+			t.Errorf("%s: Applied = %+v, %v; want Pending/NotObserved", kind, v, err)
+		}
+	}
+}
+
+func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
+	repo := func(kind scribev1.ApplierKind) *scribev1.Repository {
+		return &scribev1.Repository{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
+			Spec: scribev1.RepositorySpec{
+				OCI:     &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
+				Applier: scribev1.ApplierSpec{Kind: kind, Namespace: "gitops", Name: "team"},
+			},
+		}
+	}
+	for _, tc := range []struct {
+		kind scribev1.ApplierKind
+		want render.Applier
+	}{
+		{"", render.Applier{Kind: "Flux", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository"}},
+		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository"}},
+	} {
+		r := &Resolver{Client: applierClient(t)}
+		tg, err := r.For(context.Background(), repo(tc.kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantKind := tc.kind
+		if wantKind == "" {
+			wantKind = scribev1.ApplierFlux
+		}
+		if tg.Applier.Kind() != wantKind || tg.Input.Applier != tc.want || tg.Applier.RenderInput() != tc.want {
+			t.Errorf("kind %q: applier %s with render input %+v (target input %+v); want %s with %+v",
+				tc.kind, tg.Applier.Kind(), tg.Applier.RenderInput(), tg.Input.Applier, wantKind, tc.want)
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// DefaultRepositoryName is used when a CR names no Repository.
+const DefaultRepositoryName = "default"
+
+// Target is a resolved Repository: where a CR's bundle goes and who
+// applies it.
+type Target struct {
+	Repo    *scribev1.Repository
+	Sink    publish.Sink
+	GitOpts *publish.GitOptions
+	OCI     *ocisink.Sink
+	// Applier applies what is published (Flux or Argo CD).
+	Applier Applier
+	// Input is render's publish input: the path and the applier's fields.
+	Input render.Publish
+	// Engine renders for this Repository; nil means the Publisher's
+	// built-in one (see EngineFor for a Repository with a user catalog).
+	Engine *render.Engine
+}
+
+// PullRequests reports whether changes to t go through pull requests.
+func (t *Target) PullRequests() bool {
+	return t.GitOpts != nil && t.Repo.Spec.Git.PullRequest != nil
+}
+
+// Resolver turns a Repository into a Target: it reads the Repository and
+// its Secrets, builds the Git or OCI sink, and picks the Applier.
+type Resolver struct {
+	// Client reads Repositories (from the cache) and is the appliers'
+	// client.
+	Client client.Client
+	// Reader reads Secrets directly from the API server, so the controller
+	// does not cache every Secret of the cluster.
+	Reader client.Reader
+	// Git builds Git sinks over the shared cache.
+	Git *publish.Git
+
+	mu  sync.Mutex
+	oci map[string]*ocisink.Sink // by URL and credentials
+}
+
+// Target resolves the Repository ref names (or "default") in namespace.
+// It fails with RepositoryNotFound, or RepositoryNotReady when
+// requireReady and the Repository's access check has not passed at its
+// generation.
+func (r *Resolver) Target(ctx context.Context, namespace string, ref *scribev1.LocalObjectReference, requireReady bool) (*Target, error) {
+	name := DefaultRepositoryName
+	if ref != nil && ref.Name != "" {
+		name = ref.Name
+	}
+	repo := &scribev1.Repository{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &reasonError{reason: ReasonRepositoryNotFound, err: fmt.Errorf("repository %s/%s not found", namespace, name)}
+		}
+		return nil, fmt.Errorf("get repository %s/%s: %w", namespace, name, err)
+	}
+	if requireReady {
+		ready := false
+		msg := "not checked yet"
+		for _, c := range repo.Status.Conditions {
+			if c.Type == scribev1.ReadyCondition {
+				ready = c.Status == metav1.ConditionTrue && repo.Status.ObservedGeneration == repo.Generation
+				msg = c.Message
+			}
+		}
+		if !ready {
+			return nil, &reasonError{reason: ReasonRepositoryNotReady, err: fmt.Errorf("repository %s/%s is not ready: %s", namespace, name, msg)}
+		}
+	}
+	return r.For(ctx, repo)
+}
+
+// For resolves repo, whatever its status.
+func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target, error) {
+	t := &Target{Repo: repo}
+	in := render.DefaultPublish()
+	if k := repo.Spec.Applier.Kind; k != "" {
+		in.Applier.Kind = k
+	}
+	if ns := repo.Spec.Applier.Namespace; ns != "" {
+		in.Applier.Namespace = ns
+	}
+	if name := repo.Spec.Applier.Name; name != "" {
+		in.Applier.Name = name
+	}
+	var err error
+	switch {
+	case repo.Spec.Git != nil:
+		err = r.gitSink(ctx, repo, t, &in)
+	case repo.Spec.OCI != nil:
+		err = r.ociSinkFor(ctx, repo, t, &in)
+	default:
+		err = &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s has neither git nor oci", repo.Namespace, repo.Name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Input = in
+	t.Applier = newApplier(r.Client, in.Applier)
+	return t, nil
+}
+
+// gitSink builds the Git sink of repo into t and fills in the Git fields
+// of render's input.
+func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Target, in *render.Publish) error {
+	g := repo.Spec.Git
+	opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, SyncIndex: true,
+		Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
+	if opts.Branch == "" {
+		opts.Branch = "main"
+	}
+	if opts.Path == "" {
+		opts.Path = "."
+	}
+	if g.Author != nil {
+		opts.Author = publish.Signature{Name: g.Author.Name, Email: g.Author.Email}
+	}
+	var data map[string][]byte
+	if g.SecretRef != nil {
+		s, rv, err := r.secretWithVersion(ctx, repo.Namespace, g.SecretRef.Name)
+		if err != nil {
+			return err
+		}
+		data = s
+		opts.Identity += " secret@" + rv
+	}
+	auth, err := publish.GitAuth(g.URL, data)
+	if err != nil {
+		return &reasonError{reason: string(publish.ReasonAuthentication), err: err}
+	}
+	opts.Auth = auth
+	if g.Signing != nil {
+		s, rv, err := r.secretWithVersion(ctx, repo.Namespace, g.Signing.SecretRef.Name)
+		if err != nil {
+			return err
+		}
+		opts.Identity += " signing@" + rv
+		signer, err := publish.SignerFromSecret(g.Signing.Format, s)
+		if err != nil {
+			return &reasonError{reason: ReasonSigningKeyInvalid, err: err}
+		}
+		opts.Signer = signer
+	}
+	sink, err := r.Git.Sink(opts)
+	if err != nil {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: err}
+	}
+	t.Sink, t.GitOpts = sink, &opts
+	in.Path = opts.Path
+	in.Applier.SourceKind = "GitRepository"
+	in.Applier.RepoURL = g.URL
+	in.Applier.Revision = opts.Branch
+	return nil
+}
+
+// ociSinkFor builds (or reuses) the OCI sink of repo into t and fills in
+// the OCI fields of render's input.
+func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t *Target, in *render.Publish) error {
+	o := repo.Spec.OCI
+	var cfg []byte
+	if o.SecretRef != nil {
+		s, err := r.Secret(ctx, repo.Namespace, o.SecretRef.Name)
+		if err != nil {
+			return err
+		}
+		cfg = s[corev1.DockerConfigJsonKey]
+	}
+	host := strings.TrimPrefix(o.URL, "oci://")
+	sink, err := r.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, SyncIndex: true,
+		Insecure: strings.HasPrefix(host, "127.0.0.1") || strings.HasPrefix(host, "localhost")})
+	if err != nil {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: err}
+	}
+	t.Sink, t.OCI = sink, sink
+	in.Path = "."
+	in.Applier.SourceKind = "OCIRepository"
+	return nil
+}
+
+// ociSink returns the sink of opts, built once per URL and credentials.
+func (r *Resolver) ociSink(opts ocisink.Options) (*ocisink.Sink, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := opts.URL + "\x00" + string(opts.DockerConfigJSON)
+	if s, ok := r.oci[key]; ok {
+		return s, nil
+	}
+	s, err := ocisink.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("oci sink %s: %w", opts.URL, err)
+	}
+	if r.oci == nil {
+		r.oci = map[string]*ocisink.Sink{}
+	}
+	r.oci[key] = s
+	return s, nil
+}
+
+// Secret reads a Secret's data; a missing Secret fails with SecretNotFound.
+func (r *Resolver) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	data, _, err := r.secretWithVersion(ctx, namespace, name)
+	return data, err
+}
+
+// secretWithVersion reads a Secret's data and resource version.
+func (r *Resolver) secretWithVersion(ctx context.Context, namespace, name string) (map[string][]byte, string, error) {
+	s := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "", &reasonError{reason: ReasonSecretNotFound, err: fmt.Errorf("secret %s/%s not found", namespace, name)}
+		}
+		return nil, "", fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
+	}
+	return s.Data, s.Namespace + "/" + s.Name + "@" + s.ResourceVersion, nil
+}
