@@ -434,3 +434,25 @@ func readBackOf(filled cue.Value, sync scribev1.ObjectIdentity, byKey map[string
 	fill("readBack.workflow", rb.Workflow)
 	return rb, errors.Join(errs...)
 }
+
+// SyncObject names the applier object (Flux Kustomization or Argo CD
+// Application) the template of src's kind writes for src under pub,
+// without rendering the rest: for a controller that must find it when
+// nothing else of the render is at hand (a CR deleted before its first
+// render was recorded).
+func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.ObjectIdentity, error) {
+	tmpl, ok := e.templates[src.Kind]
+	if !ok {
+		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: no template for %q", src.Namespace, src.Name, src.Kind)
+	}
+	in, err := canonicalJSON(map[string]any{"input": map[string]any{
+		"metadata": contract.Metadata{Name: src.Name, Namespace: src.Namespace},
+		"publish":  pub,
+	}})
+	if err != nil {
+		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
+	}
+	sync := tmpl.Unify(e.ctx.CompileBytes(in)).LookupPath(cue.ParsePath("sync"))
+	id, _, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, sync)
+	return id, err
+}

@@ -57,7 +57,7 @@ func TestNewApplierPicksArgoCDOnlyForItsKind(t *testing.T) {
 		{"Flux", scribev1.ApplierFlux},
 		{"ArgoCD", scribev1.ApplierArgoCD},
 	} {
-		if got := newApplier(nil, render.Applier{Kind: tc.kind}).Kind(); got != tc.want {
+		if got := newApplier(nil, render.Applier{Kind: scribev1.ApplierKind(tc.kind)}).Kind(); got != tc.want {
 			t.Errorf("kind %q: applier %s, want %s", tc.kind, got, tc.want)
 		}
 	}
@@ -121,7 +121,7 @@ func TestAppliersSeeTheirSyncObjectGoneOnlyWhenPruned(t *testing.T) {
 		{"Argo CD with only a Kustomization of the name", "ArgoCD", []client.Object{ks.DeepCopy()}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newApplier(applierClient(t, tc.objs...), render.Applier{Kind: tc.kind, Namespace: sync.Namespace, Name: "scribe"})
+			a := newApplier(applierClient(t, tc.objs...), render.Applier{Kind: scribev1.ApplierKind(tc.kind), Namespace: sync.Namespace, Name: "scribe"})
 			gone, err := a.Gone(context.Background(), sync)
 			if err != nil || gone != tc.gone {
 				t.Fatalf("Gone = %v, %v; want %v", gone, err, tc.gone)
@@ -134,7 +134,7 @@ func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
 	sync := scribev1.ObjectIdentity{Namespace: "flux-system", Name: "workload-team-web"}
 	same := func(_ context.Context, ours, applied string) (bool, error) { return ours == applied, nil }
 	for _, kind := range []string{"Flux", "ArgoCD"} {
-		a := newApplier(applierClient(t), render.Applier{Kind: kind, Namespace: sync.Namespace, Name: "scribe"})
+		a := newApplier(applierClient(t), render.Applier{Kind: scribev1.ApplierKind(kind), Namespace: sync.Namespace, Name: "scribe"})
 		v, err := a.Applied(context.Background(), sync, "abc", same)
 		if err != nil || v.State != health.Pending || v.Reason != "NotObserved" {
 			t.Errorf("%s: Applied = %+v, %v; want Pending/NotObserved", kind, v, err)

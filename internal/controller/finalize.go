@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -52,7 +51,10 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 		return fail(obj, err)
 	}
 	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: rm.kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	sync := syncIdentity(t, rm.generated, src)
+	sync, err := p.syncIdentity(t, rm.generated, src)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !rm.committed {
 		res, err := p.Publish(ctx, t, publish.DeleteFor(src, obj.GetGeneration()), sync)
 		if err != nil {
@@ -75,10 +77,18 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 }
 
 // syncIdentity finds the applier object among the generated resources, or
-// falls back to render's naming.
-func syncIdentity(t *Target, g *scribev1.GeneratedResources, src scribev1.ObjectIdentity) scribev1.ObjectIdentity {
+// asks the render to name it (a CR whose first commit was never recorded).
+func (p *Publisher) syncIdentity(t *Target, g *scribev1.GeneratedResources, src scribev1.ObjectIdentity) (scribev1.ObjectIdentity, error) {
 	if g != nil && len(g.Objects) > 0 {
-		return g.Objects[0]
+		return g.Objects[0], nil
 	}
-	return scribev1.ObjectIdentity{Namespace: t.Input.Applier.Namespace, Name: strings.ToLower(src.Kind) + "-" + src.Namespace + "-" + src.Name}
+	engine := t.Engine
+	if engine == nil {
+		engine = p.Engine
+	}
+	id, err := engine.SyncObject(src, t.Input)
+	if err != nil {
+		return id, fmt.Errorf("name the sync object of %s: %w", publish.ObjectRef(src), err)
+	}
+	return id, nil
 }

@@ -166,7 +166,9 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 						return r.fail(w, err)
 					}
 				}
-				r.Publisher.Nudge(ctx, t, syncIdentity(t, st.GeneratedResources, src))
+				if sync, err := r.Publisher.syncIdentity(t, st.GeneratedResources, src); err == nil {
+					r.Publisher.Nudge(ctx, t, sync)
+				}
 			}
 			obs.PullRequest = pr
 		case RolloutReadBack:
