@@ -46,8 +46,8 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 	echo "the loop (pid $$pid) did not stop within 60 s"; exit 1
 
 .PHONY: test
-test: envtest-assets loop-assets ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
+test: envtest-assets loop-assets $(CUE) ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
+	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
 
 .PHONY: test-race

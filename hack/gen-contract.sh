@@ -8,12 +8,12 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CUE="${CUE:-cue}"
-OUT="$ROOT/schemas"
+OUT="${OUT:-$ROOT/schemas}"
 
 # `cue get go` reads packages of the current Go module; the scratch CUE
 # module lives inside it so the pinned versions in go.mod are used.
-scratch="$ROOT/.contract-scratch"
-rm -rf "$scratch"; mkdir -p "$scratch"
+scratch="$(mktemp -d "$ROOT/.contract-scratch.XXXXXX")"
+
 trap 'rm -rf "$scratch"' EXIT
 (cd "$scratch" && "$CUE" mod init scribe.dev/scratch >/dev/null && \
   "$CUE" get go github.com/scribe-gitops/scribe/render/contract)
