@@ -162,6 +162,7 @@ envtest-assets: ## Build etcd and kube-apiserver from the Go module proxy into t
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 $(CUE):
+	@echo "building cue $(CUE_VERSION) into $(dir $@)"
 	GOBIN=$(dir $@) go install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
