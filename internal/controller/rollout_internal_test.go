@@ -225,6 +225,28 @@ func view(st scribev1.WorkloadStatus) map[string]string {
 }
 
 // short writes marks as Type=Status/Reason (or -Type for a removal).
+// checkOutcome compares a decision's status view, condition marks and
+// events with a table row's.
+func checkOutcome(t *testing.T, v, fields map[string]string, marks []Mark, wantMarks []string, events []Event, wantEvents []string) {
+	t.Helper()
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v[k] != fields[k] {
+			t.Errorf("status %s = %q, want %q", k, v[k], fields[k])
+		}
+	}
+	if g, w := strings.Join(short(marks), " "), strings.Join(wantMarks, " "); g != w {
+		t.Errorf("marks %q, want %q", g, w)
+	}
+	if g, w := strings.Join(eventList(events), " | "), strings.Join(wantEvents, " | "); g != w {
+		t.Errorf("events %q, want %q", g, w)
+	}
+}
+
 func short(ms []Mark) []string {
 	var out []string
 	for _, m := range ms {
@@ -484,22 +506,7 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 				t.Errorf("action %s (save intent %v) requeue %s, want %s (save intent %v) requeue %s", act.Kind, act.SaveIntent, act.Requeue, tc.kind, tc.save, tc.requeue)
 			}
 			v := view(got)
-			var keys []string
-			for k := range tc.fields {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				if v[k] != tc.fields[k] {
-					t.Errorf("status %s = %q, want %q", k, v[k], tc.fields[k])
-				}
-			}
-			if g, w := strings.Join(short(act.Marks), " "), strings.Join(tc.marks, " "); g != w {
-				t.Errorf("marks %q, want %q", g, w)
-			}
-			if g, w := strings.Join(eventList(act.Events), " | "), strings.Join(tc.events, " | "); g != w {
-				t.Errorf("events %q, want %q", g, w)
-			}
+			checkOutcome(t, v, tc.fields, act.Marks, tc.marks, act.Events, tc.events)
 			if fmt.Sprint(view(tc.status)) != fmt.Sprint(view(*before)) {
 				t.Errorf("the decision changed the status it was given")
 			}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -273,22 +272,7 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 				t.Errorf("action %s (save intent %v) requeue %s, want %s (save intent %v) requeue %s", act.Kind, act.SaveIntent, act.Requeue, tc.kind, tc.save, tc.requeue)
 			}
 			v := experimentView(got)
-			var keys []string
-			for k := range tc.fields {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				if v[k] != tc.fields[k] {
-					t.Errorf("status %s = %q, want %q", k, v[k], tc.fields[k])
-				}
-			}
-			if g, w := strings.Join(short(act.Marks), " "), strings.Join(tc.marks, " "); g != w {
-				t.Errorf("marks %q, want %q", g, w)
-			}
-			if g, w := strings.Join(eventList(act.Events), " | "), strings.Join(tc.events, " | "); g != w {
-				t.Errorf("events %q, want %q", g, w)
-			}
+			checkOutcome(t, v, tc.fields, act.Marks, tc.marks, act.Events, tc.events)
 			if fmt.Sprint(experimentView(tc.status)) != fmt.Sprint(experimentView(*before)) {
 				t.Errorf("the decision changed the status it was given")
 			}
