@@ -13,6 +13,7 @@ import (
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -82,7 +83,7 @@ func (e *Engine) RenderWorkload(ctx context.Context, in WorkloadInput) (*Bundle,
 	if in.Workload == nil {
 		return nil, errors.New("render: WorkloadInput without a Workload")
 	}
-	obj, err := crObject(in.Workload, scribev1.WorkloadKind)
+	obj, err := crObject(in.Workload, scribev1.WorkloadKind, &in.Workload.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (e *Engine) RenderExperiment(ctx context.Context, in ExperimentInput) (*Bun
 	if in.Experiment == nil {
 		return nil, errors.New("render: ExperimentInput without an Experiment")
 	}
-	obj, err := crObject(in.Experiment, scribev1.ExperimentKind)
+	obj, err := crObject(in.Experiment, scribev1.ExperimentKind, &in.Experiment.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +183,16 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 
 // crObject is the JSON shape of a typed custom resource as render
 // validates it: apiVersion, kind, spec, and only the metadata the
-// templates and provenance use.
-func crObject(o client.Object, kind string) (map[string]any, error) {
-	m, err := ObjectFromClient(o)
+// templates and provenance use (status and the rest of metadata are never
+// encoded).
+func crObject(o client.Object, kind string, spec any) (map[string]any, error) {
+	raw, err := json.Marshal(spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode spec of %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	var specJSON any
+	if err := utiljson.Unmarshal(raw, &specJSON); err != nil {
+		return nil, fmt.Errorf("decode spec of %s/%s: %w", o.GetNamespace(), o.GetName(), err)
 	}
 	md := map[string]any{"name": o.GetName(), "namespace": o.GetNamespace()}
 	if len(o.GetLabels()) > 0 {
@@ -203,7 +209,7 @@ func crObject(o client.Object, kind string) (map[string]any, error) {
 		"apiVersion": scribev1.GroupVersion.String(),
 		"kind":       kind,
 		"metadata":   md,
-		"spec":       m["spec"],
+		"spec":       specJSON,
 	}, nil
 }
 
