@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,17 +86,35 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 		namespaces[cr.GetNamespace()] = true
 		items = append(items, item{file, cr})
 
-		b := renderFile(t, e, file)
-		for _, f := range b.Files {
-			if !strings.HasSuffix(f.Path, ".yaml") || strings.HasSuffix(f.Path, "/kustomization.yaml") {
-				continue
+		bundles := []*render.Bundle{renderFile(t, e, file)}
+		// And with the custom resource's own Flux GitRepository.
+		pub := render.DefaultPublish()
+		pub.Path = "clusters/dev"
+		pub.Applier.Revision = "main"
+		pub.Applier.FluxSource = &render.FluxGitSource{URL: "https://git.example/acme/experiments.git", SecretRef: "flux-git", Timeout: "1m0s"}
+		obj, err := render.ObjectsFromYAML(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := e.Render(ctx, render.Input{Object: obj[0], Publish: pub})
+		if err != nil {
+			t.Fatalf("%s with a per-CR source: %v", file, err)
+		}
+		bundles = append(bundles, b)
+		for _, b := range bundles {
+			for _, f := range b.Files {
+				if !strings.HasSuffix(f.Path, ".yaml") || strings.HasSuffix(f.Path, "/kustomization.yaml") {
+					continue
+				}
+				for i, doc := range strings.Split(string(f.Data), "\n---\n") {
+					u := &unstructured.Unstructured{}
+					if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+						t.Fatalf("%s: %v", f.Path, err)
+					}
+					namespaces[u.GetNamespace()] = true
+					items = append(items, item{fmt.Sprintf("%s:%s[%d]", file, f.Path, i), u})
+				}
 			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(f.Data, &u.Object); err != nil {
-				t.Fatalf("%s: %v", f.Path, err)
-			}
-			namespaces[u.GetNamespace()] = true
-			items = append(items, item{file + ":" + f.Path, u})
 		}
 	}
 	nsNames := make([]string, 0, len(namespaces))

@@ -65,6 +65,10 @@ type Publish = contract.Publish
 // Applier is the GitOps tool that applies a bundle.
 type Applier = contract.Applier
 
+// FluxGitSource is what each per-CR Flux GitRepository copies from the
+// Repository's (see contract.FluxGitSource).
+type FluxGitSource = contract.FluxGitSource
+
 // DefaultPublish is the publish target of an offline render: repository
 // root, applied by Flux from the GitRepository flux-system/scribe.
 func DefaultPublish() Publish {

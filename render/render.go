@@ -40,6 +40,9 @@ type Bundle struct {
 	Objects []scribev1.ObjectIdentity
 	// Sync identifies the applier object written to Dir + ".sync.yaml".
 	Sync scribev1.ObjectIdentity
+	// SyncSource, when set, is the custom resource's own Flux source,
+	// written to the same file before Sync (see contract.FluxGitSource).
+	SyncSource *scribev1.ObjectIdentity
 	// Source is the custom resource the bundle was rendered from.
 	Source scribev1.ObjectIdentity
 	// ReadBack names, for the controller, the objects whose status moves
@@ -280,6 +283,18 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		return nil, err
 	}
 	b.Sync = syncID
+	if src := filled.LookupPath(cue.ParsePath("syncSource")); src.Exists() {
+		srcID, srcData, err := e.checkObject(name, src)
+		if err != nil {
+			return nil, err
+		}
+		if srcID.Namespace != syncID.Namespace {
+			return nil, fmt.Errorf("render %s: template %s: sync source %s/%s is not in the namespace of its %s", name, strings.ToLower(d.kind), srcID.Namespace, srcID.Name, syncID.Kind)
+		}
+		b.SyncSource = &srcID
+		// One file, the source first: the root applier creates both.
+		syncData = append(append(srcData, "---\n"...), syncData...)
+	}
 	if b.ReadBack, err = readBackOf(filled, b.Sync, byKey); err != nil {
 		return nil, fmt.Errorf("render %s: template %s: %w", name, strings.ToLower(d.kind), err)
 	}

@@ -27,6 +27,8 @@ type renderFlags struct {
 	repoURL    string
 	revision   string
 	gcpProject string
+	fluxURL    string
+	fluxSecret string
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -39,7 +41,9 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.sourceName, "source-name", "scribe", "name of the Flux source that syncs the repository")
 	fl.StringVar(&f.sourceKind, "source-kind", "GitRepository", "kind of that Flux source: GitRepository or OCIRepository")
 	fl.StringVar(&f.repoURL, "repo-url", "", "repository URL (required with --applier ArgoCD)")
-	fl.StringVar(&f.revision, "revision", "main", "branch Argo CD tracks")
+	fl.StringVar(&f.revision, "revision", "main", "branch Argo CD, or each custom resource's own Flux GitRepository, tracks")
+	fl.StringVar(&f.fluxURL, "flux-source-url", "", "give each custom resource its own Flux GitRepository (a sparse checkout of its directory) fetching this URL, as the controller does; default: the Kustomizations read --source-name")
+	fl.StringVar(&f.fluxSecret, "flux-source-secret", "", "Secret with Flux's Git credentials for --flux-source-url, in the applier namespace")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	_ = cmd.MarkFlagRequired("file")
 }
@@ -53,6 +57,14 @@ func (f *renderFlags) publish() (render.Publish, error) {
 		}
 		if k := p.Applier.SourceKind; k != contract.SourceGitRepository && k != contract.SourceOCIRepository {
 			return p, fmt.Errorf("--source-kind must be GitRepository or OCIRepository, not %q", f.sourceKind)
+		}
+		if f.fluxURL != "" {
+			if p.Applier.SourceKind != contract.SourceGitRepository {
+				return p, fmt.Errorf("--flux-source-url needs --source-kind GitRepository")
+			}
+			p.Applier.FluxSource = &render.FluxGitSource{URL: f.fluxURL, SecretRef: f.fluxSecret}
+		} else if f.fluxSecret != "" {
+			return p, fmt.Errorf("--flux-source-secret needs --flux-source-url")
 		}
 	case scribev1.ApplierArgoCD:
 		if p.Applier.Namespace == "" {

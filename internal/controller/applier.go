@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
 	"github.com/scribe-gitops/scribe/render"
+	"github.com/scribe-gitops/scribe/render/contract"
 )
 
 // Applier is the GitOps tool that applies what Scribe publishes to one
@@ -27,8 +29,10 @@ type Applier interface {
 	// RenderInput is what render needs to write the sync object.
 	RenderInput() render.Applier
 	// Nudge asks the applier to reconcile sync now instead of at its next
-	// poll.
-	Nudge(ctx context.Context, sync scribev1.ObjectIdentity) error
+	// poll; syncChanged says the commit also changed the sync object
+	// itself (a new, changed or removed .sync.yaml), which the root
+	// applier applies.
+	Nudge(ctx context.Context, sync scribev1.ObjectIdentity, syncChanged bool) error
 	// Applied reads the applier's verdict on commit from sync; anc answers
 	// whether a later applied revision still carries commit's paths.
 	Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error)
@@ -61,7 +65,10 @@ func newApplier(c client.Client, in render.Applier) Applier {
 
 // fluxApplier: a GitRepository or OCIRepository (in.SourceKind
 // in.Namespace/in.Name) syncs the repository, and a Kustomization per
-// custom resource applies its directory.
+// custom resource applies its directory. With in.FluxSource, each custom
+// resource has its own GitRepository (named like its Kustomization), and
+// the Repository's source only feeds the root Kustomization that applies
+// the sync files.
 type fluxApplier struct {
 	client client.Client
 	in     render.Applier
@@ -70,14 +77,35 @@ type fluxApplier struct {
 func (a *fluxApplier) Kind() scribev1.ApplierKind  { return scribev1.ApplierFlux }
 func (a *fluxApplier) RenderInput() render.Applier { return a.in }
 
-// Nudge annotates the Flux source only: annotating the Kustomization too
-// races with the source's new artifact.
-func (a *fluxApplier) Nudge(ctx context.Context, _ scribev1.ObjectIdentity) error {
+// Nudge annotates Flux sources only: annotating the Kustomization too
+// races with the source's new artifact. With per-CR sources it annotates
+// the custom resource's own GitRepository (which does not exist before
+// the root Kustomization first applied it), and the Repository's source
+// only when the sync file changed; otherwise the Repository's source,
+// which every Kustomization reads.
+func (a *fluxApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, syncChanged bool) error {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	var errs []error
+	if a.in.FluxSource != nil {
+		own := fluxSource(string(contract.SourceGitRepository), sync.Namespace, sync.Name)
+		if err := annotate(ctx, a.client, own, RequestedAtAnnotation, now); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+		if !syncChanged {
+			return errors.Join(errs...)
+		}
+	}
+	errs = append(errs, annotate(ctx, a.client, fluxSource(string(a.in.SourceKind), a.in.Namespace, a.in.Name), RequestedAtAnnotation, now))
+	return errors.Join(errs...)
+}
+
+// fluxSource names a Flux source object of kind.
+func fluxSource(kind, namespace, name string) *unstructured.Unstructured {
 	src := &unstructured.Unstructured{}
-	src.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: string(a.in.SourceKind)})
-	src.SetNamespace(a.in.Namespace)
-	src.SetName(a.in.Name)
-	return annotate(ctx, a.client, src, RequestedAtAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+	src.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: kind})
+	src.SetNamespace(namespace)
+	src.SetName(name)
+	return src
 }
 
 func (a *fluxApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error) {
@@ -106,7 +134,7 @@ func (a *argoApplier) RenderInput() render.Applier { return a.in }
 
 // Nudge asks Argo CD for a normal refresh of the custom resource's
 // Application.
-func (a *argoApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity) error {
+func (a *argoApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, _ bool) error {
 	app := application()
 	app.SetNamespace(sync.Namespace)
 	app.SetName(sync.Name)

@@ -2,8 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +18,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
+	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -83,11 +88,50 @@ func TestAppliersNudgeTheirOwnObject(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := applierClient(t, tc.nudged)
-			if err := newApplier(c, tc.in).Nudge(context.Background(), sync); err != nil {
+			if err := newApplier(c, tc.in).Nudge(context.Background(), sync, false); err != nil {
 				t.Fatal(err)
 			}
 			if v := annotations(t, c, tc.nudged)[tc.annotation]; v == "" {
 				t.Fatalf("%s not set on %s/%s", tc.annotation, tc.nudged.GetNamespace(), tc.nudged.GetName())
+			}
+		})
+	}
+}
+
+// With per-CR sources a commit makes Flux fetch only the sources of the
+// custom resources it changed; the Repository's source (which feeds the
+// root Kustomization of the sync files) only when a sync file changed.
+func TestFluxNudgesTheCustomResourcesOwnSourceAndTheRootOnlyWhenItsSyncFileChanged(t *testing.T) {
+	sync := scribev1.ObjectIdentity{Namespace: "flux-system", Name: "workload-team-web"}
+	in := render.Applier{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository",
+		FluxSource: &render.FluxGitSource{URL: "http://git.example/acme.git"}}
+	for _, tc := range []struct {
+		name              string
+		own, syncChanged  bool
+		wantOwn, wantRoot bool
+	}{
+		{"a changed directory", true, false, true, false},
+		{"a changed sync file", true, true, true, true},
+		{"a new custom resource, whose source the root has not applied yet", false, true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"}}
+			own := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: sync.Namespace, Name: sync.Name}}
+			objs := []client.Object{root}
+			if tc.own {
+				objs = append(objs, own)
+			}
+			c := applierClient(t, objs...)
+			if err := newApplier(c, in).Nudge(context.Background(), sync, tc.syncChanged); err != nil {
+				t.Fatal(err)
+			}
+			if got := annotations(t, c, root)[RequestedAtAnnotation] != ""; got != tc.wantRoot {
+				t.Errorf("root source nudged = %v, want %v", got, tc.wantRoot)
+			}
+			if tc.own {
+				if got := annotations(t, c, own)[RequestedAtAnnotation] != ""; got != tc.wantOwn {
+					t.Errorf("own source nudged = %v, want %v", got, tc.wantOwn)
+				}
 			}
 		})
 	}
@@ -98,7 +142,7 @@ func TestApplierNudgeOfAMissingObjectIsAnError(t *testing.T) {
 		{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository"},
 		{Kind: "ArgoCD", Namespace: "argocd", Name: "scribe"},
 	} {
-		if err := newApplier(applierClient(t), in).Nudge(context.Background(), scribev1.ObjectIdentity{Namespace: "argocd", Name: "gone"}); err == nil {
+		if err := newApplier(applierClient(t), in).Nudge(context.Background(), scribev1.ObjectIdentity{Namespace: "argocd", Name: "gone"}, false); err == nil {
 			t.Errorf("%s: nudging a missing object succeeded", in.Kind)
 		}
 	}
@@ -172,5 +216,40 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 			t.Errorf("kind %q: applier %s with render input %+v (target input %+v); want %s with %+v",
 				tc.kind, tg.Applier.Kind(), tg.Applier.RenderInput(), tg.Input.Applier, wantKind, tc.want)
 		}
+	}
+}
+
+// A Flux Repository on Git gives every custom resource its own
+// GitRepository, copied from the one it names (how Flux, not Scribe,
+// reaches the repository); without that one it waits with SourceNotFound.
+func TestResolverCopiesTheFluxSourceOfAGitRepository(t *testing.T) {
+	repo := &scribev1.Repository{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
+		Spec: scribev1.RepositorySpec{
+			Git:     &scribev1.GitRepositorySpec{URL: "http://127.0.0.1:1/acme/experiments.git", Branch: "main", Path: "clusters/dev"},
+			Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe"},
+		},
+	}
+	timeout := metav1.Duration{Duration: 90 * time.Second}
+	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
+		Spec: sourcev1.GitRepositorySpec{URL: "ssh://git@git.internal/acme/experiments.git", Provider: "generic", Timeout: &timeout,
+			SecretRef: &fluxmeta.LocalObjectReference{Name: "deploy-key"}, ProxySecretRef: &fluxmeta.LocalObjectReference{Name: "proxy"}}}
+
+	r := &Resolver{Client: applierClient(t, shared), Git: publish.NewGit(t.TempDir())}
+	tg, err := r.For(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := render.FluxGitSource{URL: shared.Spec.URL, SecretRef: "deploy-key", ProxySecretRef: "proxy", Provider: "generic", Timeout: "1m30s"}
+	if got := tg.Input.Applier.FluxSource; got == nil || *got != want {
+		t.Fatalf("FluxSource = %+v, want %+v", got, want)
+	}
+
+	r = &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+	if _, err := r.For(context.Background(), repo); reasonOf(err) != ReasonSourceNotFound || !strings.Contains(err.Error(), "flux-system/scribe") {
+		t.Fatalf("without the GitRepository: %v (reason %q), want %s naming it", err, reasonOf(err), ReasonSourceNotFound)
+	}
+	if f := classify(&reasonError{reason: ReasonSourceNotFound, err: errors.New("x")}); !f.Waiting || f.Stalled {
+		t.Fatalf("SourceNotFound is handled as %+v; want waiting, not stalled", f)
 	}
 }

@@ -19,12 +19,15 @@ const (
 	ReasonRepositoryNotFound = "RepositoryNotFound"
 	ReasonRepositoryNotReady = "RepositoryNotReady"
 	ReasonSecretNotFound     = "SecretNotFound"
-	ReasonApplyPending       = "ApplyPending"
-	ReasonApplyFailed        = "ApplyFailed"
-	ReasonSucceeded          = "Succeeded"
-	ReasonProgressing        = "Progressing"
-	ReasonRolledBack         = "RolledBack"
-	ReasonPruning            = "Pruning"
+	// ReasonSourceNotFound: the Flux GitRepository a Repository names
+	// does not exist.
+	ReasonSourceNotFound = "SourceNotFound"
+	ReasonApplyPending   = "ApplyPending"
+	ReasonApplyFailed    = "ApplyFailed"
+	ReasonSucceeded      = "Succeeded"
+	ReasonProgressing    = "Progressing"
+	ReasonRolledBack     = "RolledBack"
+	ReasonPruning        = "Pruning"
 	// ReasonSigningKeyInvalid: the Repository's signing Secret holds no
 	// usable key.
 	ReasonSigningKeyInvalid = "SigningKeyInvalid"
@@ -93,7 +96,7 @@ func classify(err error) failure {
 	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid),
 		ReasonSecretNotFound, ReasonCatalogInvalid:
 		return failure{Reason: reason, Stalled: true, RequeueAfter: stalledRetryInterval}
-	case ReasonRepositoryNotReady, ReasonCatalogNotReady:
+	case ReasonRepositoryNotReady, ReasonCatalogNotReady, ReasonSourceNotFound:
 		return failure{Reason: reason, Waiting: true, RequeueAfter: dependencyRetryInterval}
 	case string(publish.ReasonUnreachable), string(publish.ReasonConflict), string(publish.ReasonAuthentication),
 		string(publish.ReasonHostKey), string(publish.ReasonRejected):

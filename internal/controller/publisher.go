@@ -126,7 +126,7 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sy
 	p.Metrics.ObservePublish(c.Source.Kind, sink, time.Since(start), res.Changed)
 	if res.Changed {
 		p.markCommitted(res.Commit)
-		p.Nudge(ctx, t, sync)
+		p.Nudge(ctx, t, sync, res.SyncChanged)
 	}
 	return res, nil
 }
@@ -158,11 +158,11 @@ func (p *Publisher) ObserveApplied(kind, commit string) {
 // Nudge asks the Target's applier to reconcile sync now instead of at its
 // next poll (see Applier.Nudge). Failures are not fatal: the applier polls
 // anyway.
-func (p *Publisher) Nudge(ctx context.Context, t *Target, sync scribev1.ObjectIdentity) {
+func (p *Publisher) Nudge(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, syncChanged bool) {
 	if p.NoNudge {
 		return
 	}
-	if err := t.Applier.Nudge(ctx, sync); err != nil {
+	if err := t.Applier.Nudge(ctx, sync, syncChanged); err != nil {
 		log.FromContext(ctx).V(1).Info("nudge failed; the applier will notice at its poll", "error", err.Error())
 	}
 }

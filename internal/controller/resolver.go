@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,7 +171,39 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	in.Applier.SourceKind = "GitRepository"
 	in.Applier.RepoURL = g.URL
 	in.Applier.Revision = opts.Branch
+	if in.Applier.Kind == scribev1.ApplierFlux {
+		fs, err := r.fluxSource(ctx, in.Applier.Namespace, in.Applier.Name)
+		if err != nil {
+			return err
+		}
+		in.Applier.FluxSource = fs
+	}
 	return nil
+}
+
+// fluxSource reads the Flux GitRepository a Repository names: each custom
+// resource's own GitRepository copies how Flux reaches the repository
+// (URL, credentials, proxy, provider, timeout) from it. A missing one
+// fails with SourceNotFound: Flux could apply nothing without it.
+func (r *Resolver) fluxSource(ctx context.Context, namespace, name string) (*render.FluxGitSource, error) {
+	src := &sourcev1.GitRepository{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &reasonError{reason: ReasonSourceNotFound, err: fmt.Errorf("flux GitRepository %s/%s (spec.applier.name) not found: Flux reaches the repository through it", namespace, name)}
+		}
+		return nil, fmt.Errorf("get flux GitRepository %s/%s: %w", namespace, name, err)
+	}
+	fs := &render.FluxGitSource{URL: src.Spec.URL, Provider: src.Spec.Provider}
+	if src.Spec.SecretRef != nil {
+		fs.SecretRef = src.Spec.SecretRef.Name
+	}
+	if src.Spec.ProxySecretRef != nil {
+		fs.ProxySecretRef = src.Spec.ProxySecretRef.Name
+	}
+	if src.Spec.Timeout != nil {
+		fs.Timeout = src.Spec.Timeout.Duration.String()
+	}
+	return fs, nil
 }
 
 // ociSinkFor builds (or reuses) the OCI sink of repo into t and fills in

@@ -12,6 +12,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -192,6 +193,14 @@ func newFixture(t *testing.T) *fixture {
 	}
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, repoName, "main")
+	// The Flux GitRepository the Repository names: each CR's own source
+	// copies how Flux reaches the repository from it.
+	gr := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
+		Spec: sourcev1.GitRepositorySpec{URL: "http://git.flux-system.svc/acme/experiments.git", Interval: metav1.Duration{Duration: time.Minute},
+			SecretRef: &meta.LocalObjectReference{Name: "flux-git"}}}
+	if err := e.c.Create(ctx, gr); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	f := &fixture{e: e, ns: ns, srv: srv, url: url}
 	f.repo = &scribev1.Repository{
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},

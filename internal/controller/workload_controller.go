@@ -167,7 +167,8 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 					}
 				}
 				if sync, err := r.Publisher.syncIdentity(t, st.GeneratedResources, src); err == nil {
-					r.Publisher.Nudge(ctx, t, sync)
+					// A merge may carry a new sync file too.
+					r.Publisher.Nudge(ctx, t, sync, true)
 				}
 			}
 			obs.PullRequest = pr

@@ -126,7 +126,7 @@ func (d Dir) Publish(_ context.Context, changes ...Change) (Result, error) {
 		}
 	}
 	sum := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	return Result{Revision: "dir:" + sum, Commit: sum, Changed: changed}, nil
+	return Result{Revision: "dir:" + sum, Commit: sum, Changed: changed, SyncChanged: changed}, nil
 }
 
 // dirHolds says whether the owned paths on disk hold exactly the bundle.

@@ -416,8 +416,12 @@ func (w *gitWriter) commitBatch(batch []*request) {
 		if err == nil {
 			r.res.Changed = false
 			for _, c := range r.changes {
-				if res.changed[r.sink.opts.Path+"\x00"+ObjectRef(c.Source)] {
+				key := r.sink.opts.Path + "\x00" + ObjectRef(c.Source)
+				if res.changed[key] {
 					r.res.Changed = true
+				}
+				if res.syncChanged[key] {
+					r.res.SyncChanged = true
 				}
 			}
 		}
@@ -435,7 +439,8 @@ func (pc pathChange) dir() string { return path.Join(pc.RepoPath, OwnedDir(pc.So
 
 type batchResult struct {
 	Result
-	changed map[string]bool
+	changed     map[string]bool
+	syncChanged map[string]bool
 }
 
 func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pathChange) (batchResult, error) {
@@ -518,11 +523,11 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	if err != nil {
 		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
 	}
-	changed, err := changedOwners(st, objs, oldTree, newTree, edits)
+	changed, syncChanged, err := changedOwners(st, objs, oldTree, newTree, edits)
 	if err != nil {
 		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
 	}
-	res := batchResult{changed: changed, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
+	res := batchResult{changed: changed, syncChanged: syncChanged, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
 	if newTree == oldTree || (tip.IsZero() && len(changed) == 0) {
 		// Nothing to write (a delete on a branch that does not exist is no
 		// reason to create it).
@@ -719,28 +724,31 @@ func syncFiles(src layeredStorer, cache map[plumbing.Hash]*object.Tree, root plu
 }
 
 // changedOwners reports, per change key, whether its owned paths differ
-// between the two trees.
-func changedOwners(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, edits []pathChange) (map[string]bool, error) {
+// between the two trees, and whether its sync file does.
+func changedOwners(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, edits []pathChange) (changed, syncChanged map[string]bool, err error) {
 	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
 	cache := map[plumbing.Hash]*object.Tree{}
-	out := map[string]bool{}
+	changed, syncChanged = map[string]bool{}, map[string]bool{}
 	for _, pc := range edits {
 		key := pc.RepoPath + "\x00" + ObjectRef(pc.Source)
 		for _, p := range []string{pc.dir(), pc.dir() + ".sync.yaml"} {
 			a, err := lookupPath(src, cache, oldTree, p)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			b, err := lookupPath(src, cache, newTree, p)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if a != b {
-				out[key] = true
+				changed[key] = true
+				if strings.HasSuffix(p, ".sync.yaml") {
+					syncChanged[key] = true
+				}
 			}
 		}
 	}
-	return out, nil
+	return changed, syncChanged, nil
 }
 
 // lookupPath returns the hash of the entry at p below root, or zero.

@@ -47,6 +47,11 @@ type Result struct {
 	// Changed is false when the sink already held exactly this content and
 	// nothing was written.
 	Changed bool
+	// SyncChanged is true when the change wrote or removed the source's
+	// sync file (<dir>.sync.yaml), which the root applier applies: a new
+	// or deleted custom resource, or a changed sync object. Sinks that
+	// cannot tell set it whenever Changed is.
+	SyncChanged bool
 }
 
 // Sink writes changes. Publish returns only when the changes are durable in

@@ -117,7 +117,7 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 			return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)
 		}
 		prop := Proposal{Branch: branch}
-		changed, err := changedOwners(st, objs, baseTree, newTree, edits)
+		changed, _, err := changedOwners(st, objs, baseTree, newTree, edits)
 		if err != nil {
 			return Proposal{}, "", "", err
 		}

@@ -50,9 +50,34 @@ type Applier struct {
 	Name string `json:"name"`
 	// SourceKind is GitRepository or OCIRepository (Flux).
 	SourceKind SourceKind `json:"sourceKind"`
-	// RepoURL and Revision are the repository and branch (Argo CD).
+	// RepoURL and Revision are the repository and branch (Argo CD; with
+	// FluxSource, Revision is the branch each per-CR GitRepository follows).
 	RepoURL  string `json:"repoURL"`
 	Revision string `json:"revision"`
+	// FluxSource, when set (Flux with a GitRepository), gives every custom
+	// resource its own GitRepository, a sparse checkout of its directory
+	// copied from the GitRepository Name: a commit then changes the
+	// artifact of the sources Scribe asks to reconcile, not of every
+	// Kustomization in the repository.
+	FluxSource *FluxGitSource `json:"fluxSource,omitempty"`
+}
+
+// FluxGitSource is what each per-CR Flux GitRepository copies from the
+// GitRepository a Repository names (spec.applier.name): how Flux, not
+// Scribe, reaches the repository.
+type FluxGitSource struct {
+	// URL Flux fetches from.
+	URL string `json:"url"`
+	// SecretRef names the Secret with Flux's credentials, in the applier's
+	// namespace.
+	SecretRef string `json:"secretRef,omitempty"`
+	// ProxySecretRef names the Secret with Flux's proxy settings.
+	ProxySecretRef string `json:"proxySecretRef,omitempty"`
+	// Provider is the OIDC provider Flux authenticates with (generic,
+	// azure, github).
+	Provider string `json:"provider,omitempty"`
+	// Timeout of Git operations (a duration such as 60s).
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // Workload is the `input` of templates/workload.

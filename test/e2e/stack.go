@@ -59,9 +59,12 @@ type Stack struct {
 	// Dir holds logs and state.
 	Dir string
 
-	env      *envtest.Environment
-	mu       sync.Mutex // guards procs
-	procs    []*exec.Cmd
+	env   *envtest.Environment
+	mu    sync.Mutex // guards procs and named
+	procs []*exec.Cmd
+	named map[string]*exec.Cmd
+	// metrics is the Prometheus address of each Flux controller, by name.
+	metrics  map[string]string
 	logf     func(format string, args ...any)
 	stopOnce sync.Once
 }
@@ -250,6 +253,12 @@ func (s *Stack) start(t testing.TB) error {
 	} {
 		m, _ := freeAddr()
 		h, _ := freeAddr()
+		s.mu.Lock()
+		if s.metrics == nil {
+			s.metrics = map[string]string{}
+		}
+		s.metrics[c.name] = m
+		s.mu.Unlock()
 		args := append([]string{"--metrics-addr=" + m, "--health-addr=" + h, "--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=info"}, c.args...)
 		if err := s.run(c.name, filepath.Join(loop, c.name), fluxEnv, args...); err != nil {
 			return err
@@ -298,6 +307,12 @@ func (s *Stack) run(name, bin string, env []string, args ...string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	s.Adopt(cmd)
+	s.mu.Lock()
+	if s.named == nil {
+		s.named = map[string]*exec.Cmd{}
+	}
+	s.named[name] = cmd
+	s.mu.Unlock()
 	return nil
 }
 
@@ -401,8 +416,8 @@ func (s *Stack) createNode(ctx context.Context) error {
 			Labels:      map[string]string{"kubernetes.io/hostname": "kwok-node-0", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"},
 		},
 		Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("500")},
-			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("500")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("5000")},
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("5000")},
 		},
 	}
 	if err := s.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {

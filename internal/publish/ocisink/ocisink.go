@@ -238,7 +238,7 @@ func (s *Sink) session(ctx context.Context, scope string) ([]remote.Option, erro
 }
 
 func (s *Sink) result(d v1.Hash, changed bool) publish.Result {
-	return publish.Result{Revision: s.ref.TagStr() + "@" + d.String(), Commit: d.String(), Changed: changed}
+	return publish.Result{Revision: s.ref.TagStr() + "@" + d.String(), Commit: d.String(), Changed: changed, SyncChanged: changed}
 }
 
 // wrap adds the operation and URL to err and classifies it.

@@ -1,0 +1,113 @@
+package render_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// With Flux and a FluxSource, a custom resource's sync file holds its own
+// GitRepository, a sparse checkout of its directory on Scribe's branch
+// with Flux's credentials, and the Kustomization reads it; without one
+// (the CLI's default, an OCI repository, Argo CD) the Kustomization reads
+// the Repository's source and there is no per-CR source.
+func TestSyncFileHoldsTheCustomResourcesOwnFluxSource(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(fixturesDir, "valid", "workload-canary-50.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render.ObjectsFromYAML(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perCR := render.DefaultPublish()
+	perCR.Path = "clusters/dev"
+	perCR.Applier.Revision = "prod"
+	perCR.Applier.FluxSource = &render.FluxGitSource{URL: "ssh://git@git.internal/acme/experiments.git", SecretRef: "deploy-key", Provider: "generic"}
+	argo := render.DefaultPublish()
+	argo.Applier.Kind = "ArgoCD"
+	argo.Applier.RepoURL, argo.Applier.Revision = "https://git.example/acme.git", "main"
+
+	for _, tc := range []struct {
+		name       string
+		pub        render.Publish
+		wantSource string // the sync file's first document, "" for none
+		wantRef    string // the Kustomization's sourceRef.name
+	}{
+		{"shared source", render.DefaultPublish(), "", "scribe"},
+		{"per-CR source", perCR, `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  labels:
+    app.kubernetes.io/managed-by: scribe
+    scribe.dev/kind: Workload
+    scribe.dev/name: checkout
+    scribe.dev/namespace: shop
+  name: workload-shop-checkout
+  namespace: flux-system
+spec:
+  interval: 10m
+  provider: generic
+  ref:
+    branch: prod
+  secretRef:
+    name: deploy-key
+  sparseCheckout:
+  - clusters/dev/shop/workload/checkout
+  url: ssh://git@git.internal/acme/experiments.git
+`, "workload-shop-checkout"},
+		{"Argo CD", argo, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: tc.pub})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sync []byte
+			for _, f := range b.Files {
+				if strings.HasSuffix(f.Path, ".sync.yaml") {
+					sync = f.Data
+				}
+			}
+			docs := strings.Split(string(sync), "\n---\n")
+			if tc.wantSource == "" {
+				if len(docs) != 1 || b.SyncSource != nil {
+					t.Fatalf("want one sync object and no source, got %d documents, source %v:\n%s", len(docs), b.SyncSource, sync)
+				}
+			} else {
+				if len(docs) != 2 || docs[0]+"\n" != tc.wantSource {
+					t.Fatalf("sync file:\n%s\nwant its first document:\n%s", sync, tc.wantSource)
+				}
+				if b.SyncSource == nil || b.SyncSource.Kind != "GitRepository" || b.SyncSource.Name != b.Sync.Name || b.SyncSource.Namespace != b.Sync.Namespace {
+					t.Fatalf("SyncSource = %+v, want the GitRepository named like %+v", b.SyncSource, b.Sync)
+				}
+			}
+			if tc.wantRef == "" {
+				return
+			}
+			var ks struct {
+				Kind string
+				Spec struct {
+					Path      string
+					SourceRef struct{ Kind, Name, Namespace string }
+				}
+			}
+			if err := yaml.Unmarshal([]byte(docs[len(docs)-1]), &ks); err != nil {
+				t.Fatal(err)
+			}
+			if ks.Kind != "Kustomization" || ks.Spec.SourceRef.Kind != "GitRepository" || ks.Spec.SourceRef.Name != tc.wantRef || ks.Spec.SourceRef.Namespace != "flux-system" {
+				t.Fatalf("Kustomization %+v, want sourceRef GitRepository flux-system/%s", ks, tc.wantRef)
+			}
+		})
+	}
+}

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+)
+
+// metric sums the samples of a Prometheus metric of a Flux controller
+// whose labels contain every label of match (`name{a="b"}` text form).
+func (s *Stack) metric(ctx context.Context, controller, name string, match ...string) (float64, error) {
+	s.mu.Lock()
+	addr := s.metrics[controller]
+	s.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("metrics of %s: %w", controller, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, m := range match {
+			if !strings.Contains(line, m) {
+				continue next
+			}
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
+// cpuSeconds is the user+system CPU time a loop process has used so far.
+func (s *Stack) cpuSeconds(name string) float64 {
+	s.mu.Lock()
+	cmd := s.named[name]
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100
+}
+
+// kustomizeIdle waits (at most limit) until kustomize-controller has no
+// Kustomization queued or in progress for a second.
+func (s *Stack) kustomizeIdle(ctx context.Context, limit time.Duration) bool {
+	quiet := 0
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		depth, err1 := s.metric(ctx, "kustomize-controller", "workqueue_depth", `name="kustomization"`)
+		active, err2 := s.metric(ctx, "kustomize-controller", "controller_runtime_active_workers", `controller="kustomization"`)
+		if err1 == nil && err2 == nil && depth == 0 && active == 0 {
+			if quiet++; quiet >= 4 {
+				return true
+			}
+			continue
+		}
+		quiet = 0
+	}
+	return false
+}
+
+func scaleWorkload(ns string, i int) *scribev1.Workload {
+	w := canaryWorkload(ns)
+	w.Name = fmt.Sprintf("svc-%04d", i)
+	w.Spec.Rollout = nil
+	w.Spec.Replicas = ptr.To[int32](1)
+	w.Spec.Traffic.Hostnames = []string{w.Name + ".example.com"}
+	return w
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+// TestBenchLoopScale is part of `make bench-e2e`: with 100, 250 and 500
+// one-version Workloads in the loop (SCRIBE_BENCH_SCALE, comma-separated),
+// it reports the time from one CR change to Flux applying Scribe's commit
+// for it, and what Flux spends per Scribe commit: Kustomization reconciles
+// and kustomize-controller/source-controller CPU time until
+// kustomize-controller is idle again. It reports, never asserts.
+func TestBenchLoopScale(t *testing.T) {
+	if os.Getenv("SCRIBE_BENCH_E2E") == "" {
+		t.Skip("make bench-e2e sets SCRIBE_BENCH_E2E=1")
+	}
+	sizes := []int{100, 250, 500}
+	if v := os.Getenv("SCRIBE_BENCH_SCALE"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				t.Fatalf("SCRIBE_BENCH_SCALE=%q: want sizes like 100,250,500", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	changes := 7
+	if v, err := strconv.Atoi(os.Getenv("SCRIBE_BENCH_SCALE_CHANGES")); err == nil && v > 0 {
+		changes = v
+	}
+	ctx := context.Background()
+	ns := "scale"
+	s := newLoop(t, ns)
+	have := 0
+	for _, n := range sizes {
+		start := time.Now()
+		for ; have < n; have++ {
+			if err := s.Client.Create(ctx, scaleWorkload(ns, have)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		poll(t, 45*time.Minute, fmt.Sprintf("%d Workloads healthy", n), func() (bool, string) {
+			l := &scribev1.WorkloadList{}
+			if err := s.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			healthy := 0
+			for _, w := range l.Items {
+				if w.Status.Phase == scribev1.WorkloadHealthy {
+					healthy++
+				}
+			}
+			return healthy == n, fmt.Sprintf("%d of %d healthy", healthy, n)
+		})
+		t.Logf("RESULT %d Workloads: created -> all Healthy through Flux: %s", n, time.Since(start).Round(100*time.Millisecond))
+		if !s.kustomizeIdle(ctx, 3*time.Minute) {
+			t.Logf("kustomize-controller still busy after 3 min with %d Workloads", n)
+		}
+
+		var lat []time.Duration
+		var recs, kcCPU, scCPU []float64
+		for i := range changes {
+			name := fmt.Sprintf("svc-%04d", (i*7919)%n)
+			key := types.NamespacedName{Namespace: ns, Name: name}
+			r0, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
+			k0, s0 := s.cpuSeconds("kustomize-controller"), s.cpuSeconds("source-controller")
+			var prev string
+			begin := time.Now()
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				w := &scribev1.Workload{}
+				if err := s.Client.Get(ctx, key, w); err != nil {
+					return err
+				}
+				prev = w.Status.Revision
+				w.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
+				begin = time.Now()
+				return s.Client.Update(ctx, w)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var commit string
+			ks := &kustomizev1.Kustomization{}
+			poll(t, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
+				w := &scribev1.Workload{}
+				_ = s.Client.Get(ctx, key, w)
+				if w.Status.Revision != "" && w.Status.Revision != prev {
+					commit = w.Status.Revision
+				}
+				if commit == "" {
+					return false, describe(w)
+				}
+				_ = s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-" + name}, ks)
+				return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
+			})
+			lat = append(lat, time.Since(begin))
+			s.kustomizeIdle(ctx, 5*time.Minute)
+			r1, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
+			recs = append(recs, r1-r0)
+			kcCPU = append(kcCPU, s.cpuSeconds("kustomize-controller")-k0)
+			scCPU = append(scCPU, s.cpuSeconds("source-controller")-s0)
+		}
+		t.Logf("RESULT %d Workloads: CR change -> Flux applied Scribe's commit: %s", n, stats(lat))
+		t.Logf("RESULT %d Workloads: Flux per Scribe commit (median of %d): %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
+			n, changes, median(recs), median(kcCPU), median(scCPU))
+	}
+}
