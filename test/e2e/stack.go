@@ -166,6 +166,9 @@ func (s *Stack) start(t testing.TB) error {
 		// Bounded, so Ctrl-C never waits long for a graceful apiserver.
 		ControlPlaneStopTimeout: 15 * time.Second,
 	}
+	// Room for thousands of Services (the default /24 holds ~250, which
+	// `make bench-e2e`'s 500 Workloads outgrow).
+	s.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	s.logf("starting etcd and kube-apiserver")
 	cfg, err := s.env.Start()
 	if err != nil {
@@ -216,7 +219,7 @@ func (s *Stack) start(t testing.TB) error {
 	stages, _ := filepath.Glob(filepath.Join(loop, "kwok-stages", "*.yaml"))
 	kwokArgs := []string{"--kubeconfig=" + s.Kubeconfig, "--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=" + kwokAddr,
-		"--cidr=10.0.0.1/24", "--node-ip=127.0.0.1",
+		"--cidr=10.244.0.1/16", "--node-ip=127.0.0.1",
 		// A Lease renewed like a kubelet's: the heartbeat-with-lease stage
 		// updates the Node's status only every 10 min, so without a lease
 		// kube-controller-manager sees the node silent for its 50 s grace
