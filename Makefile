@@ -88,9 +88,11 @@ update-golden: ## Rewrite golden files from the current templates.
 	go test ./render/... ./cmd/... -update
 
 .PHONY: bench
-bench: ## Run Go benchmarks (render, publish, catalog loading; the first run generates a 100k-commit repository into the cache).
+bench: ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading; the first run generates a 100k-commit repository into the cache).
 	go test -run '^$$' -bench . -benchmem ./render/... ./internal/publish/...
+	go test -run '^$$' -bench CLIRender -benchmem ./cmd/scribe/
 	go test -run '^$$' -bench Catalog -benchmem ./internal/controller/
+	hack/bench-cli.sh
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.

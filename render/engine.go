@@ -14,6 +14,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -37,7 +38,26 @@ type Engine struct {
 	entrySchema     cue.Value
 	validators      map[string]*crValidator // by "group/version/Kind"
 	templateVersion string
-	valid           validCache // objects already checked against their schema
+	compiled        map[string]*lazySchema // schemas compiled to Go checks, by "apiVersion/Kind"
+	cueCheck        bool                   // check rendered objects with CUE instead (tests)
+}
+
+// lazySchema compiles one registry schema on first use: a process pays
+// only for the kinds it renders.
+type lazySchema struct {
+	once   sync.Once
+	ctx    *cue.Context
+	schema cue.Value
+	cs     *compiledSchema
+	err    error
+}
+
+func (l *lazySchema) get() (*compiledSchema, error) {
+	if l == nil {
+		return nil, errors.New("not in the registry")
+	}
+	l.once.Do(func() { l.cs, l.err = compileSchema(l.ctx, l.schema) })
+	return l.cs, l.err
 }
 
 // Option configures an Engine.
@@ -135,8 +155,10 @@ func newEngine(o engineOptions) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema registry: %w", err)
 	}
+	e.compiled = map[string]*lazySchema{}
 	for kinds.Next() {
 		e.schemas[kinds.Selector().Unquoted()] = kinds.Value()
+		e.compiled[kinds.Selector().Unquoted()] = &lazySchema{ctx: e.ctx, schema: kinds.Value()}
 	}
 	e.entrySchema = values[1].LookupPath(cue.MakePath(cue.Def("#Entry")))
 	// User catalogs, last given first, then the built-in one.

@@ -376,27 +376,60 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	if err := dec.Decode(&m); err != nil {
 		return id, nil, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
 	}
-	// Check the object as plain data: unifying the template's value itself
-	// would re-evaluate its expressions inside the schema. Most of a
-	// render's time is this check, and a controller re-renders unchanged
-	// objects on every reconcile: data already found valid against the
-	// same schema is not checked again.
-	sum := sha256.Sum256(append([]byte(id.APIVersion+"/"+id.Kind+"\x00"), raw...))
-	if !e.valid.seen(sum) {
-		if err := schema.Unify(e.ctx.CompileBytes(raw)).Validate(cue.Concrete(true)); err != nil {
-			var msgs []string
-			for _, fe := range cueFieldErrors(err, 0, "") {
-				msgs = append(msgs, fe.Error())
-			}
-			return id, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
+	// Check the object as plain data against the compiled schema of its
+	// kind (schemacheck.go); CUE's own check stays for tests.
+	var errs []FieldError
+	if e.cueCheck {
+		errs = e.checkWithCUE(schema, raw)
+	} else {
+		cs, err := e.compiled[id.APIVersion+"/"+id.Kind].get()
+		if err != nil {
+			return id, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
 		}
-		e.valid.add(sum)
+		errs = cs.check(m)
+	}
+	if len(errs) > 0 {
+		msgs := make([]string, 0, len(errs))
+		for _, fe := range errs {
+			msgs = append(msgs, fe.Error())
+		}
+		return id, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
 	}
 	data, err := yaml.Marshal(m)
 	if err != nil {
 		return id, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	return id, data, nil
+}
+
+// checkWithCUE is the check the compiled schemas replace: the object's
+// data unified with the closed CUE definition of its kind. Tests keep it
+// as the reference (Engine.cueCheck).
+func (e *Engine) checkWithCUE(schema cue.Value, raw []byte) []FieldError {
+	err := schema.Unify(e.ctx.CompileBytes(raw)).Validate(cue.Concrete(true))
+	if err == nil {
+		return nil
+	}
+	errs := cueFieldErrors(err, 0, "")
+	// Paths start at the registry entry: kinds."<apiVersion>/<Kind>"... or #<Kind>....
+	for i := range errs {
+		errs[i].Path = trimSchemaPrefix(errs[i].Path)
+	}
+	return errs
+}
+
+// trimSchemaPrefix drops the registry's part of a CUE error path.
+func trimSchemaPrefix(p string) string {
+	if rest, ok := strings.CutPrefix(p, "kinds."); ok {
+		// kinds.<apiVersion>/<Kind>.<field path>: the key has a slash.
+		if i := strings.LastIndex(rest, "/"); i >= 0 {
+			if j := strings.IndexAny(rest[i:], ".["); j >= 0 {
+				return strings.TrimPrefix(rest[i+j:], ".")
+			}
+			return ""
+		}
+	}
+	return p
 }
 
 // canonicalJSON encodes v with every object's keys sorted, so the order

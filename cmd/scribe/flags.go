@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -101,9 +103,16 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	var bundles []*render.Bundle
-	var problems []string
-	seen := map[string]string{}
+	// Read and split every file first, then render every document on
+	// GOMAXPROCS workers sharing the engine; results are gathered in input
+	// order, so output and errors read as a sequential render's.
+	type doc struct {
+		file string
+		obj  map[string]any
+		err  error // reading or splitting the file
+		b    *render.Bundle
+	}
+	var docs []*doc
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -111,22 +120,45 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 		}
 		objs, err := render.ObjectsFromYAML(data)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", file, err))
+			docs = append(docs, &doc{file: file, err: err})
 			continue
 		}
 		for _, obj := range objs {
-			b, err := engine.Render(ctx, render.Input{Object: obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", file, err))
-				continue
-			}
-			if prev, dup := seen[b.Dir]; dup {
-				problems = append(problems, fmt.Sprintf("%s: %s is also rendered from %s", file, b.Dir, prev))
-				continue
-			}
-			seen[b.Dir] = file
-			bundles = append(bundles, b)
+			docs = append(docs, &doc{file: file, obj: obj})
 		}
+	}
+	work := make(chan *doc)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(docs)) {
+		wg.Go(func() {
+			for d := range work {
+				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
+			}
+		})
+	}
+	for _, d := range docs {
+		if d.err == nil {
+			work <- d
+		}
+	}
+	close(work)
+	wg.Wait()
+
+	var bundles []*render.Bundle
+	var problems []string
+	seen := map[string]string{}
+	for _, d := range docs {
+		if d.err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", d.file, d.err))
+			continue
+		}
+		b := d.b
+		if prev, dup := seen[b.Dir]; dup {
+			problems = append(problems, fmt.Sprintf("%s: %s is also rendered from %s", d.file, b.Dir, prev))
+			continue
+		}
+		seen[b.Dir] = d.file
+		bundles = append(bundles, b)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
