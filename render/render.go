@@ -13,6 +13,7 @@ import (
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
+	cuejson "cuelang.org/go/encoding/json"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -238,7 +239,7 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
-	filled := tmpl.Unify(e.ctx.CompileBytes(inJSON))
+	filled := tmpl.Unify(dataValue(e.ctx, inJSON))
 	if err := filled.LookupPath(cue.ParsePath("input")).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
@@ -406,7 +407,7 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 // data unified with the closed CUE definition of its kind. Tests keep it
 // as the reference (Engine.cueCheck).
 func (e *Engine) checkWithCUE(schema cue.Value, raw []byte) []FieldError {
-	err := schema.Unify(e.ctx.CompileBytes(raw)).Validate(cue.Concrete(true))
+	err := schema.Unify(dataValue(e.ctx, raw)).Validate(cue.Concrete(true))
 	if err == nil {
 		return nil
 	}
@@ -506,7 +507,19 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if err != nil {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
-	sync := tmpl.Unify(e.ctx.CompileBytes(in)).LookupPath(cue.ParsePath("sync"))
+	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(cue.ParsePath("sync"))
 	id, _, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, sync)
 	return id, err
+}
+
+// dataValue is the CUE value of JSON data. It is built as an expression,
+// not compiled as a file: cue.Context.CompileBytes registers every file it
+// compiles in the context for good, so a shared engine would keep every
+// input it ever rendered (~64 KiB per render).
+func dataValue(ctx *cue.Context, data []byte) cue.Value {
+	expr, err := cuejson.Extract("input.json", data)
+	if err != nil {
+		return ctx.CompileBytes(data) // reports the syntax error
+	}
+	return ctx.BuildExpr(expr)
 }

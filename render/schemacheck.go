@@ -88,9 +88,7 @@ func newNode() *schemaNode { return &schemaNode{kinds: kindAll, maxFields: -1, m
 // cueNode is a subtree of a schema checked with CUE.
 type cueNode struct {
 	schema cue.Value
-	ctx    interface {
-		CompileBytes([]byte, ...cue.BuildOption) cue.Value
-	}
+	ctx    *cue.Context
 	why string
 }
 
@@ -1236,7 +1234,7 @@ func (c *cueNode) validate(vd *validation, v any) {
 		vd.fail(err.Error())
 		return
 	}
-	err = c.schema.Unify(c.ctx.CompileBytes(raw)).Validate(cue.Concrete(true))
+	err = c.schema.Unify(dataValue(c.ctx, raw)).Validate(cue.Concrete(true))
 	for _, fe := range cueFieldErrors(err, 0, "") {
 		vd.fail(fe.Message)
 	}
