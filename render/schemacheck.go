@@ -89,7 +89,7 @@ func newNode() *schemaNode { return &schemaNode{kinds: kindAll, maxFields: -1, m
 type cueNode struct {
 	schema cue.Value
 	ctx    *cue.Context
-	why string
+	why    string
 }
 
 // scalarCheck is one constraint on a scalar; it returns a message when v
