@@ -197,7 +197,8 @@ func TestBenchLoopScale(t *testing.T) {
 					return err
 				}
 				prev = w.Status.Revision
-				w.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
+				// Unique over every size, so each update is a new spec.
+				w.Spec.Versions[0].Config = map[string]string{"CHANGE": fmt.Sprintf("%d-%d", n, i)}
 				begin = time.Now()
 				return s.Client.Update(ctx, w)
 			})
