@@ -49,7 +49,7 @@ var (
 )
 
 // testEnv starts the control plane once for the package.
-func testEnv(t *testing.T) *env {
+func testEnv(t testing.TB) *env {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
@@ -108,7 +108,7 @@ func TestMain(m *testing.M) {
 
 // startController runs Scribe's manager until the returned stop is called
 // (or the test ends).
-func startController(t *testing.T, e *env, namespace string, concurrency ...int) (stop func()) {
+func startController(t testing.TB, e *env, namespace string, concurrency ...int) (stop func()) {
 	t.Helper()
 	workers := 2
 	if len(concurrency) > 0 {
@@ -118,7 +118,7 @@ func startController(t *testing.T, e *env, namespace string, concurrency ...int)
 }
 
 // startControllerWith runs the manager with opts (DataDir is set here).
-func startControllerWith(t *testing.T, e *env, namespace string, opts controller.Options) (stop func()) {
+func startControllerWith(t testing.TB, e *env, namespace string, opts controller.Options) (stop func()) {
 	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
@@ -173,7 +173,7 @@ var nsCounter struct {
 	n int
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	e := testEnv(t)
 	nsCounter.Lock()
@@ -206,7 +206,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) ctx() context.Context { return context.Background() }
 
 // waitFor polls cond (at most 60 s) and fails with the last state it saw.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	last := ""

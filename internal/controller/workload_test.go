@@ -82,7 +82,7 @@ func (f *fixture) routeWeights(t *testing.T, commit string) string {
 	return strings.Join(parts, ",")
 }
 
-func (f *fixture) startWithRepository(t *testing.T, concurrency ...int) func() {
+func (f *fixture) startWithRepository(t testing.TB, concurrency ...int) func() {
 	t.Helper()
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
