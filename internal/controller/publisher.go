@@ -52,6 +52,9 @@ type Publisher struct {
 	NoCrossNamespaceRefs bool
 
 	catalogs catalogs
+	// renders is a semaphore: one slot per render allowed at once (see
+	// Options.MaxRenders); nil means no bound.
+	renders chan struct{}
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -86,6 +89,16 @@ func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.E
 func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(context.Context, *render.Engine) (*render.Bundle, error)) (*render.Bundle, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "render", trace.WithAttributes(attribute.String("scribe.kind", kind)))
 	defer span.End()
+	if p.renders != nil {
+		// A render is the CPU and most of the memory of a reconcile: only
+		// so many run at once, however many workers wait for one.
+		select {
+		case p.renders <- struct{}{}:
+			defer func() { <-p.renders }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	start := time.Now()
 	engine := t.Engine
 	if engine == nil {

@@ -114,7 +114,9 @@ func startController(t testing.TB, e *env, namespace string, concurrency ...int)
 	if len(concurrency) > 0 {
 		workers = concurrency[0]
 	}
-	return startControllerWith(t, e, namespace, controller.Options{Poll: 150 * time.Millisecond, Concurrency: workers})
+	// No commit pacing: the tests' steps follow each other faster than
+	// anyone's would, and none of them is about batching.
+	return startControllerWith(t, e, namespace, controller.Options{Poll: 150 * time.Millisecond, Concurrency: workers, CommitInterval: -1})
 }
 
 // startControllerWith runs the manager with opts (DataDir is set here).
@@ -270,6 +272,14 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 	}
 }
 
+// podLabels are the labels of a rendered Deployment <workload>-<version>
+// and its pods, as far as Scribe reads them: the selector's app label and
+// the scribe.dev/workload label the controller's cache selects on.
+func podLabels(deployment string) map[string]string {
+	workload := deployment[:max(strings.LastIndex(deployment, "-"), 0)]
+	return map[string]string{"app": deployment, controller.WorkloadLabel: workload}
+}
+
 // deploymentReady creates or updates a Deployment as kube-controller-manager
 // would report it once its pods run: available at its generation, or not.
 func (f *fixture) deploymentReady(t *testing.T, name string, available bool) {
@@ -280,12 +290,12 @@ func (f *fixture) deploymentReady(t *testing.T, name string, available bool) {
 	if apierrors.IsNotFound(err) {
 		one := int32(1)
 		d = &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: podLabels(name)},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: &one,
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels(name)},
 					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
 				},
 			},
@@ -348,7 +358,7 @@ func (f *fixture) fileAt(t *testing.T, commit, path string) string {
 // cacheFor limits the manager's cache to the test's namespace and the
 // applier namespace, so tests running side by side do not see each other.
 func cacheFor(namespace string) cache.Options {
-	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}, "flux-system": {}}}
+	return controller.CacheOptions(map[string]cache.Config{namespace: {}, "flux-system": {}})
 }
 
 // controllerConfig lets several managers in one process register the same

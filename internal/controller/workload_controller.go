@@ -59,7 +59,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 	// labels, the Deployments scribe.dev/workload. Kinds whose CRDs are not
 	// installed (Flux on an Argo CD cluster) are polled only.
 	b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()["scribe.dev/workload"]; name != "" {
+		if name := o.GetLabels()[WorkloadLabel]; name != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		}
 		return nil
