@@ -137,7 +137,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 
 		NoCrossNamespaceRefs: opts.NoCrossNamespaceRefs,
 
-		renders: make(chan struct{}, opts.MaxRenders),
+		NewEngine:   func() (*render.Engine, error) { return render.New() },
+		renderSlots: make(chan struct{}, opts.MaxRenders),
 	}
 	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
 	p.catalogs.hostOverride = opts.SourceHost
