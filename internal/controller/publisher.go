@@ -128,6 +128,10 @@ func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		// A worker that waited while the manager stopped does not render.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	engine := t.Engine
