@@ -40,7 +40,8 @@ type Publisher struct {
 	Reader client.Reader
 	// Resolver finds a CR's Repository and makes it a Target.
 	Resolver *Resolver
-	// Engine is the built-in render engine (see BuiltinEngine).
+	// Engine is the built-in render engine when the Publisher is built by
+	// hand; Setup leaves it nil and recycles its engine (BuiltinEngine).
 	Engine *render.Engine
 	// NewEngine, when set, builds a fresh built-in engine: the Publisher
 	// replaces its engine by a new one every engineRecycle renders, since

@@ -129,7 +129,6 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
 		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git},
-		Engine:     engine,
 		Git:        git,
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
@@ -140,6 +139,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		NewEngine:   func() (*render.Engine, error) { return render.New() },
 		renderSlots: make(chan struct{}, opts.MaxRenders),
 	}
+	// Held only as the recyclable built-in engine (not in Engine), so a
+	// replaced one is garbage once its renders are done.
+	p.builtin.Store(engine)
 	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
 	p.catalogs.hostOverride = opts.SourceHost
 	p.Git.OnConflict = opts.Metrics.IncPushConflict
