@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
 // Environment variables read by scribe controller.
@@ -45,6 +46,8 @@ type controllerFlags struct {
 	leaderElectionNamespace string
 	leaderElectionID        string
 	concurrent              int
+	maxRenders              int
+	commitInterval          time.Duration
 	watchNamespaces         []string
 	watchLabelSelector      string
 	dataDir                 string
@@ -62,7 +65,9 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "hold a Lease so only one of several replicas reconciles")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in a cluster)")
 	fl.StringVar(&f.leaderElectionID, "leader-election-id", "scribe-controller.scribe.dev", "name of the leader-election Lease")
-	fl.IntVar(&f.concurrent, "concurrent", 4, "custom resources of each kind reconciled at once")
+	fl.IntVar(&f.concurrent, "concurrent", controller.DefaultConcurrency, "custom resources of each kind reconciled at once (a reconcile mostly waits; renders are bounded by --max-renders)")
+	fl.IntVar(&f.maxRenders, "max-renders", 0, "renders that run at once, across every kind (default GOMAXPROCS): what bounds the controller's CPU and memory")
+	fl.DurationVar(&f.commitInterval, "commit-interval", publish.DefaultCommitInterval, "minimum time between the starts of two commits to one branch; changes that arrive meanwhile go into the next commit (a change to an idle branch commits at once); 0 disables the pacing")
 	fl.StringSliceVar(&f.watchNamespaces, "watch-namespaces", nil, "comma-separated namespaces to watch (default all); when set, it must include the applier's namespace (flux-system or argocd)")
 	fl.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "reconcile only custom resources matching this label selector, to shard across instances (e.g. "+controller.ShardLabel+"=shard1)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the Git caches (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/controller)")
@@ -130,6 +135,12 @@ func (f *controllerFlags) check() error {
 	var problems []string
 	if f.concurrent < 1 {
 		problems = append(problems, fmt.Sprintf("--concurrent must be at least 1, not %d", f.concurrent))
+	}
+	if f.maxRenders < 0 {
+		problems = append(problems, fmt.Sprintf("--max-renders must not be negative, not %d", f.maxRenders))
+	}
+	if f.commitInterval < 0 {
+		problems = append(problems, fmt.Sprintf("--commit-interval must not be negative, not %s", f.commitInterval))
 	}
 	if f.pollInterval <= 0 {
 		problems = append(problems, fmt.Sprintf("--poll-interval must be positive, not %s", f.pollInterval))
@@ -203,7 +214,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		LeaderElectionID:              f.leaderElectionID,
 		LeaderElectionNamespace:       f.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // run returns as soon as the manager stops
-		Cache:                         cache.Options{DefaultNamespaces: f.namespaces()},
+		Cache:                         controller.CacheOptions(f.namespaces()),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -213,13 +224,15 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		return err
 	}
 	if _, err := controller.Setup(mgr, controller.Options{
-		Metrics:       m,
-		DataDir:       f.dataDir,
-		Concurrency:   f.concurrent,
-		LabelSelector: f.watchLabelSelector,
-		Poll:          f.pollInterval,
-		GCPProject:    f.gcpProject,
-		HTTPClient:    &http.Client{Timeout: 30 * time.Second},
+		Metrics:        m,
+		DataDir:        f.dataDir,
+		Concurrency:    f.concurrent,
+		MaxRenders:     f.maxRenders,
+		CommitInterval: f.optionsCommitInterval(),
+		LabelSelector:  f.watchLabelSelector,
+		Poll:           f.pollInterval,
+		GCPProject:     f.gcpProject,
+		HTTPClient:     &http.Client{Timeout: 30 * time.Second},
 		// As in kustomize-controller: artifact URLs name source-controller's
 		// in-cluster Service; outside the cluster this host replaces it.
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
@@ -281,6 +294,15 @@ func (f *controllerFlags) metricsOptions() metricsserver.Options {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return o
+}
+
+// optionsCommitInterval is --commit-interval as controller.Options takes
+// it: there 0 means the default and a negative value no pacing.
+func (f *controllerFlags) optionsCommitInterval() time.Duration {
+	if f.commitInterval == 0 {
+		return -1
+	}
+	return f.commitInterval
 }
 
 // namespaces is the cache's DefaultNamespaces: nil watches all.

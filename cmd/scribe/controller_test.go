@@ -76,6 +76,8 @@ func TestControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--watch-label-selector", "a b"}, "--watch-label-selector"},
 		{[]string{"--watch-namespaces", "shop,Not_A_Namespace"}, "--watch-namespaces"},
 		{[]string{"--concurrent", "0"}, "--concurrent"},
+		{[]string{"--max-renders", "-1"}, "--max-renders"},
+		{[]string{"--commit-interval", "-1s"}, "--commit-interval"},
 		{[]string{"--poll-interval", "0s"}, "--poll-interval"},
 		{[]string{"--leader-elect", "--leader-election-id", ""}, "--leader-election-id"},
 		{[]string{"--poll-interval", "soon"}, "--poll-interval"},

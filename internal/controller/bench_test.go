@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // vmHWM is the process's peak resident set size in MiB.
@@ -33,63 +37,189 @@ func vmHWM() float64 {
 	return 0
 }
 
-// TestMeasureWorkloads1000 is the measured run behind the number in the
-// closing note; it runs only with SCRIBE_MEASURE=1 (it takes minutes).
-func TestMeasureWorkloads1000(t *testing.T) {
-	if os.Getenv("SCRIBE_MEASURE") == "" {
-		t.Skip("set SCRIBE_MEASURE=1 to run the 1000-Workload measurement")
-	}
-	const n = 1000
-	f := newFixture(t)
-	workers := 16
-	if v, err := strconv.Atoi(os.Getenv("SCRIBE_CONCURRENCY")); err == nil && v > 0 {
-		workers = v
-	}
-	f.startWithRepository(t, workers)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	heapBefore := ms.HeapInuse
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			w := workload(f.ns, "v1")
-			w.Name = fmt.Sprintf("web-%04d", i)
-			if err := f.e.c.Create(f.ctx(), w); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	created := time.Since(start)
-	var peakHeap uint64
-	waitForLong(t, 15*time.Minute, "every Workload committed", func() (bool, string) {
-		runtime.ReadMemStats(&ms)
-		peakHeap = max(peakHeap, ms.HeapInuse)
-		list := &scribev1.WorkloadList{}
-		if err := f.e.c.List(f.ctx(), list, client.InNamespace(f.ns)); err != nil {
-			return false, err.Error()
-		}
-		done := 0
-		for _, w := range list.Items {
-			if w.Status.Revision != "" {
-				done++
-			}
-		}
-		return done == n, fmt.Sprintf("%d of %d committed", done, n)
-	})
-	elapsed := time.Since(start)
-	commits := publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-list", "--count", "main")
-	t.Logf("%d Workloads, %d workers: created in %s, all committed after %s, %s commits on main (incl. the initial one), peak RSS %.0f MiB, peak heap in use %.0f MiB (%.0f MiB before)",
-		n, workers, created.Round(time.Millisecond), elapsed.Round(time.Millisecond), commits, vmHWM(), float64(peakHeap)/(1<<20), float64(heapBefore)/(1<<20))
+// resetHWM restarts the peak resident set size from the current one
+// (Linux ≥ 4.0), so one run's peak is not an earlier run's.
+func resetHWM() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0o600)
 }
 
-func waitForLong(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+// envInt reads a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// heapPeak samples the Go heap while a run lasts: the heap in use (what
+// the process holds for Go objects, garbage included) and the live heap
+// (what the last GC found reachable).
+type heapPeak struct {
+	stop        chan struct{}
+	done        chan struct{}
+	inuse, live uint64
+}
+
+func sampleHeap(every time.Duration) *heapPeak {
+	h := &heapPeak{stop: make(chan struct{}), done: make(chan struct{})}
+	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	read := func() {
+		metrics.Read(samples)
+		h.inuse = max(h.inuse, samples[0].Value.Uint64()+samples[1].Value.Uint64())
+		h.live = max(h.live, samples[2].Value.Uint64())
+	}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-h.stop:
+				read()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapPeak) end() { close(h.stop); <-h.done }
+
+// BenchmarkCreate1000Workloads is issue 14's burst: 1000 one-version
+// Workloads created at once against a real kube-apiserver and git server,
+// measured until every one has its commit in status. It reports the
+// seconds until all are committed, the commits Scribe made, the peak RSS of
+// the test process (which also holds the test's own client and the git
+// server's HTTP side) and the Go heap: peak in use, peak live, and live
+// after a GC once all are committed (what the controller keeps per CR).
+//
+// SCRIBE_BENCH_WORKLOADS changes the count (e.g. 200 for a quick run);
+// SCRIBE_CONCURRENCY the reconcilers' workers (default: Setup's);
+// SCRIBE_BENCH_HEAPPROFILE names a file for a heap profile taken once all
+// are committed. Run it once per process with -benchtime=1x (`make bench`
+// does).
+func BenchmarkCreate1000Workloads(b *testing.B) {
+	n := envInt("SCRIBE_BENCH_WORKLOADS", 1000)
+	workers := envInt("SCRIBE_CONCURRENCY", 0)
+	for range b.N {
+		b.StopTimer()
+		f := newFixture(b)
+		if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
+			b.Fatal(err)
+		}
+		// The production defaults but the workers: poll, batching, cache.
+		stop := startControllerWith(b, f.e, f.ns, controller.Options{Concurrency: workers})
+		waitFor(b, "the Repository to be Ready", func() (bool, string) {
+			r := &scribev1.Repository{}
+			if err := f.e.c.Get(f.ctx(), client.ObjectKeyFromObject(f.repo), r); err != nil {
+				return false, err.Error()
+			}
+			for _, c := range r.Status.Conditions {
+				if c.Type == scribev1.ReadyCondition {
+					return c.Status == "True", c.Message
+				}
+			}
+			return false, "no Ready condition"
+		})
+		commitsBefore := commitCount(b, f)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heapBefore := ms.HeapInuse
+		resetHWM()
+		heap := sampleHeap(100 * time.Millisecond)
+
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for i := range n {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				w := workload(f.ns, "v1")
+				w.Name = fmt.Sprintf("web-%04d", i)
+				if err := f.e.c.Create(f.ctx(), w); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		created := time.Since(start)
+		waitForLong(b, 15*time.Minute, 250*time.Millisecond, "every Workload committed", func() (bool, string) {
+			list := &scribev1.WorkloadList{}
+			if err := f.e.c.List(f.ctx(), list, client.InNamespace(f.ns)); err != nil {
+				return false, err.Error()
+			}
+			done := 0
+			for _, w := range list.Items {
+				if w.Status.Revision != "" {
+					done++
+				}
+			}
+			return done == n, fmt.Sprintf("%d of %d committed", done, n)
+		})
+		elapsed := time.Since(start)
+		b.StopTimer()
+		heap.end()
+		peakRSS := vmHWM()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		heapAfter := ms.HeapInuse
+		if p := os.Getenv("SCRIBE_BENCH_HEAPPROFILE"); p != "" {
+			writeHeapProfile(b, p)
+		}
+		commits := commitCount(b, f) - commitsBefore
+		stop()
+
+		b.ReportMetric(elapsed.Seconds(), "s-to-committed")
+		b.ReportMetric(float64(commits), "commits")
+		b.ReportMetric(peakRSS, "peak-RSS-MiB")
+		b.ReportMetric(float64(heap.inuse)/(1<<20), "peak-heap-MiB")
+		b.ReportMetric(float64(heap.live)/(1<<20), "peak-live-heap-MiB")
+		b.ReportMetric(float64(heapAfter)/(1<<20), "heap-after-MiB")
+		b.Logf("%d Workloads, workers %d (0: default): created in %s, all committed after %s in %d commits; peak RSS %.0f MiB, heap in use peak %.0f MiB, live peak %.0f MiB, %.0f MiB before and %.0f MiB after (GC'd, manager stopped: %.0f MiB)",
+			n, workers, created.Round(time.Millisecond), elapsed.Round(time.Millisecond), commits, peakRSS,
+			float64(heap.inuse)/(1<<20), float64(heap.live)/(1<<20), float64(heapBefore)/(1<<20), float64(heapAfter)/(1<<20), afterStop())
+	}
+}
+
+// writeHeapProfile writes what is live now (the manager still running,
+// every Workload committed) to path, for `go tool pprof`.
+func writeHeapProfile(t testing.TB, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// afterStop is the heap in use after a GC, in MiB.
+func afterStop() float64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20)
+}
+
+// commitCount is the number of commits on main in the fixture's repository.
+func commitCount(t testing.TB, f *fixture) int {
+	t.Helper()
+	n, err := strconv.Atoi(publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-list", "--count", "main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitForLong(t testing.TB, limit, every time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	last := ""
@@ -99,7 +229,7 @@ func waitForLong(t *testing.T, limit time.Duration, what string, cond func() (bo
 			return
 		}
 		last = state
-		time.Sleep(time.Second)
+		time.Sleep(every)
 	}
 	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
 }

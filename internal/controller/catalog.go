@@ -66,7 +66,7 @@ func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, e
 func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, *scribev1.CatalogStatus, error) {
 	cs := t.Repo.Spec.Catalog
 	if cs == nil {
-		return p.Engine, nil, nil
+		return p.BuiltinEngine(), nil, nil
 	}
 	ns := cs.Namespace
 	if ns == "" {

@@ -84,7 +84,7 @@ func (p *Publisher) syncIdentity(t *Target, g *scribev1.GeneratedResources, src 
 	}
 	engine := t.Engine
 	if engine == nil {
-		engine = p.Engine
+		engine = p.BuiltinEngine()
 	}
 	id, err := engine.SyncObject(src, t.Input)
 	if err != nil {

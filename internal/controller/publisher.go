@@ -12,6 +12,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -39,8 +40,15 @@ type Publisher struct {
 	Reader client.Reader
 	// Resolver finds a CR's Repository and makes it a Target.
 	Resolver *Resolver
-	Engine   *render.Engine
-	Git      *publish.Git
+	// Engine is the built-in render engine when the Publisher is built by
+	// hand; Setup leaves it nil and recycles its engine (BuiltinEngine).
+	Engine *render.Engine
+	// NewEngine, when set, builds a fresh built-in engine: the Publisher
+	// replaces its engine by a new one every engineRecycle renders, since
+	// an engine keeps memory of every render it made (about 125 KB per
+	// distinct Workload today), which would grow with the number of CRs.
+	NewEngine func() (*render.Engine, error)
+	Git       *publish.Git
 	// GCPProject for gke and talos clusters.
 	GCPProject string
 	// Metrics, optional.
@@ -52,6 +60,15 @@ type Publisher struct {
 	NoCrossNamespaceRefs bool
 
 	catalogs catalogs
+	memo     renderMemo
+	// builtin replaces Engine once it is recycled; renders counts the
+	// renders of the current one; recycling is set while a new one loads.
+	builtin   atomic.Pointer[render.Engine]
+	renders   atomic.Int64
+	recycling atomic.Bool
+	// renderSlots is a semaphore: one slot per render allowed at once
+	// (see Options.MaxRenders); nil means no bound.
+	renderSlots chan struct{}
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -63,12 +80,29 @@ func (p *Publisher) Target(ctx context.Context, namespace string, ref *scribev1.
 	return p.Resolver.Target(ctx, namespace, ref, requireReady)
 }
 
-// RenderWorkload renders a Workload for the target.
-func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.WorkloadInput) (*render.Bundle, error) {
+// RenderWorkload renders a Workload for the target. With summary, the
+// render of an input seen lately may be answered from the memo: the bundle
+// then has no Files (see renderMemo), which is all a reconcile needs
+// unless it commits.
+func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.WorkloadInput, summary bool) (*render.Bundle, error) {
 	in.Publish = t.Input
-	return p.render(ctx, t, scribev1.WorkloadKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
+	memo := t.Engine == nil // the built-in engine: the same templates, recycled or not
+	var key [32]byte
+	if memo {
+		key, memo = workloadKey(in)
+	}
+	if memo && summary {
+		if b := p.memo.get(key); b != nil {
+			return b, nil
+		}
+	}
+	b, err := p.render(ctx, t, scribev1.WorkloadKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
 		return e.RenderWorkload(ctx, in)
 	})
+	if err == nil && memo {
+		p.memo.put(key, b)
+	}
+	return b, err
 }
 
 // RenderExperiment renders an Experiment for the target.
@@ -86,10 +120,25 @@ func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.E
 func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(context.Context, *render.Engine) (*render.Bundle, error)) (*render.Bundle, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "render", trace.WithAttributes(attribute.String("scribe.kind", kind)))
 	defer span.End()
+	if p.renderSlots != nil {
+		// A render is the CPU and most of the memory of a reconcile: only
+		// so many run at once, however many workers wait for one.
+		select {
+		case p.renderSlots <- struct{}{}:
+			defer func() { <-p.renderSlots }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// A worker that waited while the manager stopped does not render.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	engine := t.Engine
 	if engine == nil {
-		engine = p.Engine
+		engine = p.BuiltinEngine()
+		p.countRender()
 	}
 	b, err := fn(ctx, engine)
 	p.Metrics.ObserveRender(kind, time.Since(start))
@@ -100,6 +149,37 @@ func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(
 		span.SetAttributes(attribute.String("scribe.digest", b.Digest))
 	}
 	return b, err
+}
+
+// engineRecycle is how many renders the built-in engine makes before the
+// Publisher replaces it (loading one takes a fraction of a second, about
+// as long as twenty renders).
+const engineRecycle = 500
+
+// BuiltinEngine is the engine of the built-in templates in use now.
+func (p *Publisher) BuiltinEngine() *render.Engine {
+	if e := p.builtin.Load(); e != nil {
+		return e
+	}
+	return p.Engine
+}
+
+// countRender counts a render of the built-in engine and, every
+// engineRecycle of them, loads a fresh engine in the background that
+// replaces it: renders under way finish with the old one, which is then
+// garbage.
+func (p *Publisher) countRender() {
+	if p.NewEngine == nil || p.renders.Add(1)%engineRecycle != 0 || !p.recycling.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.recycling.Store(false)
+		e, err := p.NewEngine()
+		if err != nil {
+			return // keep the engine in use; the next recycle tries again
+		}
+		p.builtin.Store(e)
+	}()
 }
 
 // tracerName names Scribe's spans; the provider is set up by `scribe

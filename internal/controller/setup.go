@@ -4,14 +4,19 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -25,9 +30,9 @@ import (
 const ShardLabel = "sharding.scribe.dev/key"
 
 // NewScheme registers every kind the controller reads.
-func NewScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
+func NewScheme() (*kruntime.Scheme, error) {
+	s := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{
 		clientgoscheme.AddToScheme, scribev1.AddToScheme, kustomizev1.AddToScheme, sourcev1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
@@ -41,8 +46,18 @@ func NewScheme() (*runtime.Scheme, error) {
 type Options struct {
 	// DataDir holds the Git caches.
 	DataDir string
-	// Concurrency is each reconciler's MaxConcurrentReconciles.
+	// Concurrency is each reconciler's MaxConcurrentReconciles (default
+	// DefaultConcurrency). A worker spends most of a reconcile waiting (for
+	// the API server, for the commit that carries its change); renders,
+	// the CPU and memory of a reconcile, are bounded apart by MaxRenders.
 	Concurrency int
+	// MaxRenders bounds the renders that run at once across every
+	// reconciler (default: GOMAXPROCS).
+	MaxRenders int
+	// CommitInterval paces the commits to one branch (see
+	// publish.Git.CommitInterval): 0 means publish.DefaultCommitInterval,
+	// a negative value no pacing.
+	CommitInterval time.Duration
 	// LabelSelector restricts the Workloads, Experiments and Repositories
 	// reconciled (sharding); empty means all.
 	LabelSelector string
@@ -70,11 +85,20 @@ type Options struct {
 	NoCrossNamespaceRefs bool
 }
 
+// DefaultConcurrency is each reconciler's default number of workers. It
+// is high because a worker is cheap while it waits: a burst of custom
+// resources needs many of them waiting on one commit to become a few
+// commits. What a reconcile costs (its render) is bounded by MaxRenders.
+const DefaultConcurrency = 100
+
 // Setup registers Scribe's reconcilers with mgr and returns the Publisher
 // they share.
 func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 4
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.MaxRenders <= 0 {
+		opts.MaxRenders = runtime.GOMAXPROCS(0)
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 2 * time.Second
@@ -95,18 +119,29 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
 	git := publish.NewGit(filepath.Join(opts.DataDir, "git"))
+	switch {
+	case opts.CommitInterval < 0:
+		git.CommitInterval = 0
+	case opts.CommitInterval > 0:
+		git.CommitInterval = opts.CommitInterval
+	}
 	p := &Publisher{
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
 		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git},
-		Engine:     engine,
 		Git:        git,
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
 		NoNudge:    opts.NoNudge,
 
 		NoCrossNamespaceRefs: opts.NoCrossNamespaceRefs,
+
+		NewEngine:   func() (*render.Engine, error) { return render.New() },
+		renderSlots: make(chan struct{}, opts.MaxRenders),
 	}
+	// Held only as the recyclable built-in engine (not in Engine), so a
+	// replaced one is garbage once its renders are done.
+	p.builtin.Store(engine)
 	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
 	p.catalogs.hostOverride = opts.SourceHost
 	p.Git.OnConflict = opts.Metrics.IncPushConflict
@@ -133,3 +168,28 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	}
 	return p, nil
 }
+
+// CacheOptions are the manager's cache options Scribe needs: namespaces
+// limits every informer to those namespaces (nil: all). Objects are cached
+// without their managedFields, which Scribe never reads and which are
+// often the larger part of an object; Deployments and Pods, which Scribe
+// only reads for Workloads, are cached only when render labelled them
+// (scribe.dev/workload), not every one of the cluster.
+func CacheOptions(namespaces map[string]cache.Config) cache.Options {
+	rendered := labels.NewSelector()
+	if r, err := labels.NewRequirement(WorkloadLabel, selection.Exists, nil); err == nil {
+		rendered = rendered.Add(*r)
+	}
+	return cache.Options{
+		DefaultNamespaces: namespaces,
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: {Label: rendered},
+			&corev1.Pod{}:        {Label: rendered},
+		},
+	}
+}
+
+// WorkloadLabel is the label render puts on a Workload's Deployments and
+// their pods, valued with the Workload's name.
+const WorkloadLabel = "scribe.dev/workload"

@@ -50,7 +50,7 @@ var (
 )
 
 // testEnv starts the control plane once for the package.
-func testEnv(t *testing.T) *env {
+func testEnv(t testing.TB) *env {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
@@ -109,17 +109,19 @@ func TestMain(m *testing.M) {
 
 // startController runs Scribe's manager until the returned stop is called
 // (or the test ends).
-func startController(t *testing.T, e *env, namespace string, concurrency ...int) (stop func()) {
+func startController(t testing.TB, e *env, namespace string, concurrency ...int) (stop func()) {
 	t.Helper()
 	workers := 2
 	if len(concurrency) > 0 {
 		workers = concurrency[0]
 	}
-	return startControllerWith(t, e, namespace, controller.Options{Poll: 150 * time.Millisecond, Concurrency: workers})
+	// No commit pacing: the tests' steps follow each other faster than
+	// anyone's would, and none of them is about batching.
+	return startControllerWith(t, e, namespace, controller.Options{Poll: 150 * time.Millisecond, Concurrency: workers, CommitInterval: -1})
 }
 
 // startControllerWith runs the manager with opts (DataDir is set here).
-func startControllerWith(t *testing.T, e *env, namespace string, opts controller.Options) (stop func()) {
+func startControllerWith(t testing.TB, e *env, namespace string, opts controller.Options) (stop func()) {
 	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
@@ -174,7 +176,7 @@ var nsCounter struct {
 	n int
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	e := testEnv(t)
 	nsCounter.Lock()
@@ -215,7 +217,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) ctx() context.Context { return context.Background() }
 
 // waitFor polls cond (at most 60 s) and fails with the last state it saw.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	last := ""
@@ -279,6 +281,14 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 	}
 }
 
+// podLabels are the labels of a rendered Deployment <workload>-<version>
+// and its pods, as far as Scribe reads them: the selector's app label and
+// the scribe.dev/workload label the controller's cache selects on.
+func podLabels(deployment string) map[string]string {
+	workload := deployment[:max(strings.LastIndex(deployment, "-"), 0)]
+	return map[string]string{"app": deployment, controller.WorkloadLabel: workload}
+}
+
 // deploymentReady creates or updates a Deployment as kube-controller-manager
 // would report it once its pods run: available at its generation, or not.
 func (f *fixture) deploymentReady(t *testing.T, name string, available bool) {
@@ -289,12 +299,12 @@ func (f *fixture) deploymentReady(t *testing.T, name string, available bool) {
 	if apierrors.IsNotFound(err) {
 		one := int32(1)
 		d = &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: podLabels(name)},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: &one,
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels(name)},
 					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
 				},
 			},
@@ -357,7 +367,7 @@ func (f *fixture) fileAt(t *testing.T, commit, path string) string {
 // cacheFor limits the manager's cache to the test's namespace and the
 // applier namespace, so tests running side by side do not see each other.
 func cacheFor(namespace string) cache.Options {
-	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}, "flux-system": {}}}
+	return controller.CacheOptions(map[string]cache.Config{namespace: {}, "flux-system": {}})
 }
 
 // controllerConfig lets several managers in one process register the same

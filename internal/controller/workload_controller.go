@@ -59,7 +59,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 	// labels, the Deployments scribe.dev/workload. Kinds whose CRDs are not
 	// installed (Flux on an Argo CD cluster) are polled only.
 	b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()["scribe.dev/workload"]; name != "" {
+		if name := o.GetLabels()[WorkloadLabel]; name != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		}
 		return nil
@@ -127,13 +127,18 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		}
 		switch act.Kind {
 		case RolloutRender:
-			b, err := r.render(ctx, w, t)
+			b, err := r.render(ctx, w, t, true)
 			if err != nil {
 				return r.fail(w, err)
 			}
 			bundle = b
 			obs.Rendered = &Rendered{Digest: b.Digest, Generated: generated(t, b)}
 		case RolloutCommit:
+			full, err := r.withFiles(ctx, w, t, bundle)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			bundle = full
 			res, err := r.Publisher.Publish(ctx, t, change(w, bundle), bundle.Sync)
 			if err != nil {
 				return r.fail(w, err)
@@ -141,6 +146,11 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			obs.Commit = res.Commit
 			log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
 		case RolloutPropose:
+			full, err := r.withFiles(ctx, w, t, bundle)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			bundle = full
 			prop, err := r.Publisher.Propose(ctx, t, change(w, bundle), st.Evidence)
 			if err != nil {
 				return r.fail(w, err)
@@ -214,9 +224,20 @@ func baseOpts(t *Target) publish.GitOptions {
 	return o
 }
 
+// withFiles returns bundle with its files, rendering again when it is a
+// summary from the memo (a commit needs the files).
+func (r *WorkloadReconciler) withFiles(ctx context.Context, w *scribev1.Workload, t *Target, bundle *render.Bundle) (*render.Bundle, error) {
+	if bundle.Files != nil {
+		return bundle, nil
+	}
+	return r.render(ctx, w, t, false)
+}
+
 // render renders the Workload's current intent: the versions still
-// deployed (renderedVersions) and the traffic split in status.
-func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t *Target) (*render.Bundle, error) {
+// deployed (renderedVersions) and the traffic split in status. With
+// summary, a render of the same input seen lately comes from the memo,
+// without files.
+func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t *Target, summary bool) (*render.Bundle, error) {
 	keep := renderedVersions(w, time.Now())
 	in := w.DeepCopy()
 	in.Spec.Versions = nil
@@ -231,7 +252,7 @@ func (r *WorkloadReconciler) render(ctx context.Context, w *scribev1.Workload, t
 			traffic = append(traffic, tr)
 		}
 	}
-	return r.Publisher.RenderWorkload(ctx, t, render.WorkloadInput{Workload: in, Traffic: traffic, Stable: w.Status.StableVersion})
+	return r.Publisher.RenderWorkload(ctx, t, render.WorkloadInput{Workload: in, Traffic: traffic, Stable: w.Status.StableVersion}, summary)
 }
 
 // deployments reads the rendered Deployment (as the render's read-back

@@ -82,7 +82,7 @@ func (f *fixture) routeWeights(t *testing.T, commit string) string {
 	return strings.Join(parts, ",")
 }
 
-func (f *fixture) startWithRepository(t *testing.T, concurrency ...int) func() {
+func (f *fixture) startWithRepository(t testing.TB, concurrency ...int) func() {
 	t.Helper()
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestWorkloadFailingChecksPastThresholdRollBackWithExactlyOneCommit(t *testi
 	// v2 runs but its pod keeps crashing.
 	f.deploymentReady(t, "web-v2", true)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-v2-abc", Namespace: f.ns, Labels: map[string]string{"app": "web-v2"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-v2-abc", Namespace: f.ns, Labels: podLabels("web-v2")},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "ghcr.io/example/web:v2"}}},
 	}
 	if err := f.e.c.Create(f.ctx(), pod); err != nil {

@@ -124,6 +124,7 @@ func BenchmarkGitPublishOneBundle(b *testing.B) {
 	srv := publishtest.NewGitServer(b)
 	url := srv.InitRepo(b, "small", "main")
 	g := publish.NewGit(b.TempDir())
+	g.CommitInterval = 0 // each op is one commit, measured alone
 	sink := benchSink(b, g, publish.GitOptions{URL: url, Branch: "main", Path: "clusters"})
 
 	start := time.Now()
@@ -174,6 +175,7 @@ func benchLargeRepo(b *testing.B, spec publishtest.BigRepo, src, genLog string, 
 	b.Logf("copied the repository into the server in %s", time.Since(start).Round(time.Millisecond))
 
 	g := publish.NewGit(b.TempDir())
+	g.CommitInterval = 0 // each op is one commit, measured alone
 	// Beside fifty foreign app directories of team-042.
 	sink := benchSink(b, g, publish.GitOptions{URL: url, Branch: spec.Branch, Path: "clusters"})
 	start = time.Now()
@@ -207,7 +209,8 @@ func benchLargeRepo(b *testing.B, spec publishtest.BigRepo, src, genLog string, 
 //   - concurrent-1000: 1000 Publish calls at once.
 //   - 50x20: 50 goroutines, each publishing 20 bundles one after another
 //     (at most 50 changes wait at any time, so at least 20 commits).
-//   - *-window-100ms: the same with GitOptions.BatchWindow = 100ms.
+//   - *-interval-1s: the same with Git.CommitInterval = 1s (the default;
+//     the others run with 0).
 //
 // peak-rss-MiB is the process's VmHWM, reset before every op when the
 // kernel allows it (clear_refs), so it is the peak of the op; without the
@@ -215,24 +218,24 @@ func benchLargeRepo(b *testing.B, spec publishtest.BigRepo, src, genLog string, 
 // processes are not part of it.
 func BenchmarkGitPublish1000Bundles(b *testing.B) {
 	cases := []struct {
-		name        string
-		goroutines  int
-		perRoutine  int
-		batchWindow time.Duration
+		name       string
+		goroutines int
+		perRoutine int
+		interval   time.Duration
 	}{
 		{"concurrent-1000", 1000, 1, 0},
-		{"concurrent-1000-window-100ms", 1000, 1, 100 * time.Millisecond},
+		{"concurrent-1000-interval-1s", 1000, 1, time.Second},
 		{"50x20", 50, 20, 0},
-		{"50x20-window-100ms", 50, 20, 100 * time.Millisecond},
+		{"50x20-interval-1s", 50, 20, time.Second},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			bench1000(b, tc.goroutines, tc.perRoutine, tc.batchWindow)
+			bench1000(b, tc.goroutines, tc.perRoutine, tc.interval)
 		})
 	}
 }
 
-func bench1000(b *testing.B, goroutines, perRoutine int, window time.Duration) {
+func bench1000(b *testing.B, goroutines, perRoutine int, interval time.Duration) {
 	const total = 1000
 	if goroutines*perRoutine != total {
 		b.Fatalf("%d goroutines x %d bundles is not %d", goroutines, perRoutine, total)
@@ -253,7 +256,8 @@ func bench1000(b *testing.B, goroutines, perRoutine int, window time.Duration) {
 		repo := fmt.Sprintf("fleet-%d", n)
 		url := srv.InitRepo(b, repo, "main")
 		g := publish.NewGit(b.TempDir())
-		sink := benchSink(b, g, publish.GitOptions{URL: url, Branch: "main", Path: "clusters", BatchWindow: window})
+		g.CommitInterval = interval
+		sink := benchSink(b, g, publish.GitOptions{URL: url, Branch: "main", Path: "clusters"})
 		bundles := make([]*render.Bundle, total)
 		for i := range bundles {
 			bundles[i] = benchBundle(fmt.Sprintf("team-%02d", i%10), fmt.Sprintf("app-%04d", i), n)

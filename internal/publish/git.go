@@ -60,10 +60,6 @@ type GitOptions struct {
 	// Concurrent changes are batched into one commit only with others of
 	// the same Identity, author and template.
 	Identity string
-	// BatchWindow is how long the writer waits for more changes before it
-	// commits (default 0: changes that arrive while a push is in flight are
-	// batched into the next commit anyway).
-	BatchWindow time.Duration
 }
 
 // Signature names the author and committer of Scribe's commits.
@@ -107,6 +103,10 @@ const (
 	TrailerDigest     = "Scribe-Digest"
 )
 
+// DefaultCommitInterval is Git.CommitInterval unless changed: a burst of
+// changes becomes about one commit a second.
+const DefaultCommitInterval = time.Second
+
 // Git publishes to Git repositories. It keeps one cached bare repository per
 // remote URL under its cache directory and one writer per (URL, branch), so
 // concurrent Publish calls for the same branch are serialized and batched.
@@ -114,6 +114,14 @@ type Git struct {
 	// OnConflict, when set before first use, is called for every push lost
 	// to another writer (then retried), e.g. to count it in a metric.
 	OnConflict func()
+	// CommitInterval paces the commits to one branch: a commit starts no
+	// sooner than CommitInterval after the previous one to that branch
+	// started, and every change queued meanwhile goes into it. A change to
+	// a branch that has not been written for CommitInterval commits at
+	// once; only a burst waits, and piles up into few commits. 0 commits
+	// whatever is queued as soon as the previous commit is pushed. NewGit
+	// sets DefaultCommitInterval; change it before first use.
+	CommitInterval time.Duration
 
 	cacheDir string
 	stats    gitStats
@@ -169,7 +177,7 @@ func (g *Git) Stats() GitStats {
 
 // NewGit makes a Git publisher that caches repositories under cacheDir.
 func NewGit(cacheDir string) *Git {
-	return &Git{cacheDir: cacheDir, stores: map[string]*lockedStore{}, writers: map[string]*gitWriter{}}
+	return &Git{CommitInterval: DefaultCommitInterval, cacheDir: cacheDir, stores: map[string]*lockedStore{}, writers: map[string]*gitWriter{}}
 }
 
 // Sink returns the writer for opts.URL and opts.Branch. Writers are shared:
@@ -292,13 +300,17 @@ func (s *gitSink) Publish(ctx context.Context, changes ...Change) (Result, error
 
 // gitWriter serializes and batches the commits to one branch. The first
 // caller that finds the writer idle runs the loop; everyone else waits for
-// the commit that carries their change.
+// the commit that carries their change. The loop paces the commits by
+// Git.CommitInterval: what arrives while it waits (or while a push is in
+// flight) goes into the next commit.
 type gitWriter struct {
 	git *Git
 
 	mu      sync.Mutex
 	pending []*request
 	running bool
+	// last is when the previous commit to the branch started.
+	last time.Time
 }
 
 type request struct {
@@ -330,13 +342,11 @@ func (w *gitWriter) enqueue(ctx context.Context, s *gitSink, changes []Change) (
 func (w *gitWriter) loop() {
 	for {
 		w.mu.Lock()
-		window := time.Duration(0)
-		if len(w.pending) > 0 {
-			window = w.pending[len(w.pending)-1].sink.opts.BatchWindow
-		}
+		wait := time.Until(w.last.Add(w.git.CommitInterval))
 		w.mu.Unlock()
-		if window > 0 {
-			time.Sleep(window)
+		if wait > 0 {
+			// Commits follow each other closely: let the burst pile up.
+			time.Sleep(wait)
 		}
 		w.mu.Lock()
 		batch := w.pending
@@ -346,6 +356,7 @@ func (w *gitWriter) loop() {
 			w.mu.Unlock()
 			return
 		}
+		w.last = time.Now()
 		w.mu.Unlock()
 
 		live := batch[:0]

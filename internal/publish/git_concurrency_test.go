@@ -2,10 +2,12 @@ package publish_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +95,7 @@ func TestGitPublishWithForeignWritersLosesNothing(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "busy", "main")
 	g := publish.NewGit(t.TempDir())
+	g.CommitInterval = 0 // race the foreign writers with every commit Scribe can make
 	// The writers below are far busier than any real branch, and CI runs
 	// other packages' tests beside this one, so allow more tries than the
 	// default 10: the test is about losing nothing, not about the bound
@@ -285,5 +288,84 @@ func TestGitBatchesNeverMixWritersWithDifferentIdentities(t *testing.T) {
 				t.Errorf("a commit by %s carries %s", author, tr[publish.TrailerObject])
 			}
 		}
+	}
+}
+
+// A burst of concurrent changes to one branch becomes a handful of
+// commits (the first commits at once, the rest pile up behind the commit
+// interval), every change lands, and each caller's Result names a commit
+// that carries its change.
+func TestGitBurstBecomesAFewCommits(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "burst", "main")
+	g := publish.NewGit(t.TempDir()) // the default commit interval
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	const n = 60
+	results := make([]publish.Result, n)
+	bundles := make([]*render.Bundle, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		bundles[i] = testBundle(fmt.Sprintf("ns%d", i%3), fmt.Sprintf("app-%02d", i), fmt.Sprint("content-", i))
+		wg.Go(func() {
+			res, err := sink.Publish(context.Background(), publish.ChangeFor(bundles[i]))
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = res
+		})
+	}
+	wg.Wait()
+	commits := publishtest.Git(t, "", "--git-dir", srv.BareDir("burst"), "rev-list", "--count", "main", "--author=scribe@scribe.dev")
+	// Typically 2: the first change alone, then everything else.
+	if c, _ := strconv.Atoi(commits); c < 1 || c > 3 {
+		t.Errorf("%d concurrent changes took %s commits, want at most 3", n, commits)
+	}
+	if got := g.Stats().Commits; strconv.FormatInt(got, 10) != commits {
+		t.Errorf("the writer counted %d commits, the branch has %s", got, commits)
+	}
+	work := clone(t, url, "main")
+	for i, b := range bundles {
+		for _, f := range b.Files {
+			if data := readFile(t, filepath.Join(work, "deploy", f.Path)); data != string(f.Data) {
+				t.Errorf("%s = %q, want %q", f.Path, data, f.Data)
+			}
+		}
+		if !results[i].Changed {
+			t.Errorf("%s: Result says nothing changed", b.Dir)
+		}
+		msg := publishtest.Git(t, work, "log", "-1", "--format=%B", results[i].Commit)
+		found := false
+		for _, tr := range publish.Trailers(msg) {
+			found = found || tr[publish.TrailerObject] == publish.ObjectRef(b.Source)
+		}
+		if !found {
+			t.Errorf("%s: its Result's commit %.12s does not carry it", b.Dir, results[i].Commit)
+		}
+	}
+}
+
+// The commit interval paces only commits that follow each other closely:
+// a change to a branch that is idle commits at once, even with an interval
+// of an hour; the next change waits for the interval (here: its caller
+// gives up first, and nothing of it is written).
+func TestGitLoneChangeIsNotPaced(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "lone", "main")
+	g := publish.NewGit(t.TempDir())
+	g.CommitInterval = time.Hour
+	sink := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sink.Publish(ctx, publish.ChangeFor(testBundle("ns", "first", "x"))); err != nil {
+		t.Fatalf("a lone change waited for the commit interval: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err := sink.Publish(short, publish.ChangeFor(testBundle("ns", "second", "y")))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a change right after a commit was not paced: err = %v", err)
+	}
+	if c := g.Stats().Commits; c != 1 {
+		t.Errorf("%d commits, want 1", c)
 	}
 }
