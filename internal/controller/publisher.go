@@ -12,7 +12,6 @@ package controller
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -40,15 +39,10 @@ type Publisher struct {
 	Reader client.Reader
 	// Resolver finds a CR's Repository and makes it a Target.
 	Resolver *Resolver
-	// Engine is the built-in render engine when the Publisher is built by
-	// hand; Setup leaves it nil and recycles its engine (BuiltinEngine).
+	// Engine is the built-in render engine, shared by every render: its
+	// memory does not grow with the renders it makes.
 	Engine *render.Engine
-	// NewEngine, when set, builds a fresh built-in engine: the Publisher
-	// replaces its engine by a new one every engineRecycle renders, since
-	// an engine keeps memory of every render it made (about 125 KB per
-	// distinct Workload today), which would grow with the number of CRs.
-	NewEngine func() (*render.Engine, error)
-	Git       *publish.Git
+	Git    *publish.Git
 	// GCPProject for gke and talos clusters.
 	GCPProject string
 	// Metrics, optional.
@@ -61,11 +55,6 @@ type Publisher struct {
 
 	catalogs catalogs
 	memo     renderMemo
-	// builtin replaces Engine once it is recycled; renders counts the
-	// renders of the current one; recycling is set while a new one loads.
-	builtin   atomic.Pointer[render.Engine]
-	renders   atomic.Int64
-	recycling atomic.Bool
 	// renderSlots is a semaphore: one slot per render allowed at once
 	// (see Options.MaxRenders); nil means no bound.
 	renderSlots chan struct{}
@@ -86,7 +75,7 @@ func (p *Publisher) Target(ctx context.Context, namespace string, ref *scribev1.
 // unless it commits.
 func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.WorkloadInput, summary bool) (*render.Bundle, error) {
 	in.Publish = t.Input
-	memo := t.Engine == nil // the built-in engine: the same templates, recycled or not
+	memo := t.Engine == nil // the built-in engine: always the same templates
 	var key [32]byte
 	if memo {
 		key, memo = workloadKey(in)
@@ -138,7 +127,6 @@ func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(
 	engine := t.Engine
 	if engine == nil {
 		engine = p.BuiltinEngine()
-		p.countRender()
 	}
 	b, err := fn(ctx, engine)
 	p.Metrics.ObserveRender(kind, time.Since(start))
@@ -151,36 +139,8 @@ func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(
 	return b, err
 }
 
-// engineRecycle is how many renders the built-in engine makes before the
-// Publisher replaces it (loading one takes a fraction of a second, about
-// as long as twenty renders).
-const engineRecycle = 500
-
-// BuiltinEngine is the engine of the built-in templates in use now.
-func (p *Publisher) BuiltinEngine() *render.Engine {
-	if e := p.builtin.Load(); e != nil {
-		return e
-	}
-	return p.Engine
-}
-
-// countRender counts a render of the built-in engine and, every
-// engineRecycle of them, loads a fresh engine in the background that
-// replaces it: renders under way finish with the old one, which is then
-// garbage.
-func (p *Publisher) countRender() {
-	if p.NewEngine == nil || p.renders.Add(1)%engineRecycle != 0 || !p.recycling.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer p.recycling.Store(false)
-		e, err := p.NewEngine()
-		if err != nil {
-			return // keep the engine in use; the next recycle tries again
-		}
-		p.builtin.Store(e)
-	}()
-}
+// BuiltinEngine is the engine of the built-in templates.
+func (p *Publisher) BuiltinEngine() *render.Engine { return p.Engine }
 
 // tracerName names Scribe's spans; the provider is set up by `scribe
 // controller` when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise).

@@ -136,12 +136,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 
 		NoCrossNamespaceRefs: opts.NoCrossNamespaceRefs,
 
-		NewEngine:   func() (*render.Engine, error) { return render.New() },
+		Engine:      engine,
 		renderSlots: make(chan struct{}, opts.MaxRenders),
 	}
-	// Held only as the recyclable built-in engine (not in Engine), so a
-	// replaced one is garbage once its renders are done.
-	p.builtin.Store(engine)
 	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
 	p.catalogs.hostOverride = opts.SourceHost
 	p.Git.OnConflict = opts.Metrics.IncPushConflict
