@@ -127,3 +127,14 @@ func BenchmarkRender1000WorkloadsConcurrently(b *testing.B) {
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapSys)/(1<<20), "heap-sys-MiB")
 }
+
+// Building an engine: templates, catalog, CRD validators (what every
+// `scribe render` process pays before its first render).
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := render.New(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

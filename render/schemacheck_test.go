@@ -391,3 +391,58 @@ func TestCompiledSchemaRejectsWhatCUERejects(t *testing.T) {
 	t.Logf("%d golden objects, %d distinct mutations: %d rejected by both, %d accepted by both, %d unknown fields rejected only by the compiled schema %v",
 		len(objs), total, rejected, total-rejected-stricter, stricter, stricterByKind)
 }
+
+// ConfigMap binaryData is Go []byte (CUE bytes): the compiled check takes
+// what the apiserver decodes, standard padded base64.
+func TestConfigMapBinaryDataIsBase64(t *testing.T) {
+	e, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, ok, err := e.schemaCheck("v1/ConfigMap")
+	if err != nil || !ok {
+		t.Fatalf("no ConfigMap check: %v", err)
+	}
+	for value, valid := range map[string]bool{
+		"":                 true,
+		"aGVsbG8=":         true,
+		"aGVs\nbG8=":       true,  // encoding/json skips line breaks
+		"aGVsbG8":          false, // unpadded
+		"aGVsbG8-":         false, // URL alphabet
+		"not base64!":      false,
+		"aGVsbG8=aGVsbG8=": false,
+	} {
+		obj := map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata":   map[string]any{"name": "x"},
+			"binaryData": map[string]any{"f": value},
+		}
+		errs := cs.check(obj)
+		if valid && len(errs) > 0 {
+			t.Errorf("%q: %v", value, errs)
+		}
+		if !valid && (len(errs) != 1 || errs[0].Path != "binaryData.f" || !strings.Contains(errs[0].Message, "not base64")) {
+			t.Errorf("%q: want one base64 error at binaryData.f, got %v", value, errs)
+		}
+	}
+	if errs := cs.check(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}, "binaryData": map[string]any{"f": json.Number("1")}}); len(errs) == 0 {
+		t.Error("a number in binaryData is accepted")
+	}
+}
+
+// Decoding the embedded schema checks and building every kind: what a
+// process pays once, spread over the first render of each kind.
+func BenchmarkDecodeSchemaChecks(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		checks, err := decodeSchemaChecks(embeddedSchemaChecks)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k, l := range checks.kinds {
+			if _, err := l.get(); err != nil {
+				b.Fatalf("%s: %v", k, err)
+			}
+		}
+	}
+}
