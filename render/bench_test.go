@@ -37,7 +37,7 @@ func benchRender(b *testing.B, fixture string, changed bool) {
 	}
 	base := loadFixture(b, fixture)
 	ctx := context.Background()
-	// The first render compiles the schemas of the kinds it meets.
+	// The first render builds the embedded schema checks of the kinds it meets.
 	warm := k8sruntime.DeepCopyJSON(base)
 	warm["metadata"].(map[string]any)["name"] = "warm"
 	if _, err := e.Render(ctx, render.Input{Object: warm, Publish: render.DefaultPublish()}); err != nil {
