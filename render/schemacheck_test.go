@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -444,5 +445,30 @@ func BenchmarkDecodeSchemaChecks(b *testing.B) {
 				b.Fatalf("%s: %v", k, err)
 			}
 		}
+	}
+}
+
+// A render uses the embedded checks only: it neither loads the CUE
+// registry nor compiles a schema.
+func TestRenderDoesNotLoadTheRegistry(t *testing.T) {
+	e, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"workload-keda.yaml", "gateway-tutorial.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../fixtures/valid", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := ObjectsFromYAML(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Render(context.Background(), Input{Object: objs[0], Publish: DefaultPublish()}); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if e.registry != nil || e.registryErr != nil {
+		t.Error("rendering loaded the CUE schema registry")
 	}
 }
