@@ -155,13 +155,15 @@ chart-crds: ## Copy the CRDs and the manager ClusterRole rules from config/ into
 	} > charts/scribe/templates/clusterrole-manager.yaml
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(CUE) ## Generate deepcopy functions, and the CUE definitions of the render contract (render/contract, api/v1alpha1) the templates import.
+generate: $(CONTROLLER_GEN) $(CUE) ## Generate deepcopy functions, the CUE definitions of the render contract (render/contract, api/v1alpha1) the templates import, and the compiled schema checks embedded in render (render/schemachecks.json.gz).
 	$(CONTROLLER_GEN) object paths=./api/...
 	CUE=$(CUE) hack/gen-contract.sh
+	go test ./render -run '^TestEmbeddedSchemaChecks$$' -count=1 -update
 
 .PHONY: schemas
-schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and the upstream CRDs (needs SCRIBE_CRDS_DIR, see README).
+schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and the upstream CRDs (needs SCRIBE_CRDS_DIR, see README), and the compiled schema checks.
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" CUE=$(CUE) hack/gen-schemas.sh
+	go test ./render -run '^TestEmbeddedSchemaChecks$$' -count=1 -update
 
 .PHONY: envtest-assets
 envtest-assets: ## Build etcd and kube-apiserver from the Go module proxy into the cache (once per version).

@@ -37,7 +37,7 @@ func benchRender(b *testing.B, fixture string, changed bool) {
 	}
 	base := loadFixture(b, fixture)
 	ctx := context.Background()
-	// The first render compiles the schemas of the kinds it meets.
+	// The first render builds the embedded schema checks of the kinds it meets.
 	warm := k8sruntime.DeepCopyJSON(base)
 	warm["metadata"].(map[string]any)["name"] = "warm"
 	if _, err := e.Render(ctx, render.Input{Object: warm, Publish: render.DefaultPublish()}); err != nil {
@@ -126,4 +126,15 @@ func BenchmarkRender1000WorkloadsConcurrently(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapSys)/(1<<20), "heap-sys-MiB")
+}
+
+// Building an engine: templates, catalog, CRD validators (what every
+// `scribe render` process pays before its first render).
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := render.New(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

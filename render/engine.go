@@ -33,31 +33,60 @@ const overlayRoot = "/scribe"
 type Engine struct {
 	ctx             *cue.Context
 	templates       map[string]cue.Value // by CR kind
-	schemas         map[string]cue.Value // by "apiVersion/Kind"
 	catalogs        []cue.Value          // entries values, highest precedence first
 	entrySchema     cue.Value
 	validators      map[string]*crValidator // by "group/version/Kind"
 	templateVersion string
-	compiled        map[string]*lazySchema // schemas compiled to Go checks, by "apiVersion/Kind"
-	cueCheck        bool                   // check rendered objects with CUE instead (tests)
+	cueCheck        bool // check rendered objects with CUE instead (tests)
+
+	// The CUE schema registry (templates/registry, 3 MB of schemas) is
+	// loaded only for the CUE check and the schema compiler: renders use
+	// the embedded compiled checks (schemachecks_file.go).
+	overlay      map[string]load.Source
+	registryOnce sync.Once
+	registry     map[string]cue.Value // by "apiVersion/Kind"
+	registryErr  error
 }
 
-// lazySchema compiles one registry schema on first use: a process pays
-// only for the kinds it renders.
-type lazySchema struct {
-	once   sync.Once
-	ctx    *cue.Context
-	schema cue.Value
-	cs     *compiledSchema
-	err    error
-}
-
-func (l *lazySchema) get() (*compiledSchema, error) {
-	if l == nil {
-		return nil, errors.New("not in the registry")
+// schemaCheck returns the embedded compiled check of a registry kind; ok
+// is false for a kind not in the registry.
+func (e *Engine) schemaCheck(key string) (cs *compiledSchema, ok bool, err error) {
+	t, err := embeddedChecks()
+	if err != nil {
+		return nil, false, err
 	}
-	l.once.Do(func() { l.cs, l.err = compileSchema(l.ctx, l.schema) })
-	return l.cs, l.err
+	l, ok := t.kinds[key]
+	if !ok {
+		return nil, false, nil
+	}
+	cs, err = l.get()
+	return cs, true, err
+}
+
+// registrySchemas loads the CUE schema registry on first use.
+func (e *Engine) registrySchemas() (map[string]cue.Value, error) {
+	e.registryOnce.Do(func() {
+		insts := load.Instances([]string{"./registry"}, &load.Config{Dir: overlayRoot, Overlay: e.overlay})
+		if err := insts[0].Err; err != nil {
+			e.registryErr = fmt.Errorf("load CUE package ./registry: %s", cueerrors.Details(err, nil))
+			return
+		}
+		v := e.ctx.BuildInstance(insts[0])
+		if err := v.Err(); err != nil {
+			e.registryErr = fmt.Errorf("build CUE package ./registry: %s", cueerrors.Details(err, nil))
+			return
+		}
+		kinds, err := v.LookupPath(cue.ParsePath("kinds")).Fields()
+		if err != nil {
+			e.registryErr = fmt.Errorf("schema registry: %w", err)
+			return
+		}
+		e.registry = map[string]cue.Value{}
+		for kinds.Next() {
+			e.registry[kinds.Selector().Unquoted()] = kinds.Value()
+		}
+	})
+	return e.registry, e.registryErr
 }
 
 // Option configures an Engine.
@@ -127,10 +156,10 @@ func newEngine(o engineOptions) (*Engine, error) {
 	e := &Engine{
 		ctx:             cuecontext.New(),
 		templates:       map[string]cue.Value{},
-		schemas:         map[string]cue.Value{},
+		overlay:         overlay,
 		templateVersion: "sha256:" + hex.EncodeToString(h.Sum(nil))[:16],
 	}
-	pkgs := append([]string{"./registry", "./catalog", "./workload", "./experiment"}, userDirs...)
+	pkgs := append([]string{"./catalog", "./workload", "./experiment"}, userDirs...)
 	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
 	values := make([]cue.Value, len(insts))
 	for i, inst := range insts {
@@ -140,7 +169,7 @@ func newEngine(o engineOptions) (*Engine, error) {
 		v := e.ctx.BuildInstance(inst)
 		// Templates are incomplete without their input: checking them now
 		// would evaluate (and cache) their comprehensions over an empty
-		// input. Only the registry and catalogs are checked here.
+		// input. Only the catalogs are checked here.
 		if pkgs[i] == "./workload" || pkgs[i] == "./experiment" {
 			values[i] = v
 			continue
@@ -151,28 +180,20 @@ func newEngine(o engineOptions) (*Engine, error) {
 		values[i] = v
 	}
 
-	kinds, err := values[0].LookupPath(cue.ParsePath("kinds")).Fields()
-	if err != nil {
-		return nil, fmt.Errorf("schema registry: %w", err)
-	}
-	e.compiled = map[string]*lazySchema{}
-	for kinds.Next() {
-		e.schemas[kinds.Selector().Unquoted()] = kinds.Value()
-		e.compiled[kinds.Selector().Unquoted()] = &lazySchema{ctx: e.ctx, schema: kinds.Value()}
-	}
-	e.entrySchema = values[1].LookupPath(cue.MakePath(cue.Def("#Entry")))
+	e.entrySchema = values[0].LookupPath(cue.MakePath(cue.Def("#Entry")))
 	// User catalogs, last given first, then the built-in one.
 	for i := len(userDirs) - 1; i >= 0; i-- {
-		entries := values[4+i].LookupPath(cue.ParsePath("entries"))
+		entries := values[3+i].LookupPath(cue.ParsePath("entries"))
 		if err := e.checkCatalog(entries); err != nil {
 			return nil, fmt.Errorf("catalog %d: %w", i, err)
 		}
 		e.catalogs = append(e.catalogs, entries)
 	}
-	e.catalogs = append(e.catalogs, values[1].LookupPath(cue.ParsePath("entries")))
-	e.templates["Workload"] = values[2]
-	e.templates["Experiment"] = values[3]
+	e.catalogs = append(e.catalogs, values[0].LookupPath(cue.ParsePath("entries")))
+	e.templates["Workload"] = values[1]
+	e.templates["Experiment"] = values[2]
 
+	var err error
 	e.validators, err = loadCRValidators(crd.Bases)
 	if err != nil {
 		return nil, err

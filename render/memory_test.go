@@ -48,7 +48,7 @@ func TestSharedEngineHeapPerRender(t *testing.T) {
 		}
 	}
 	const n = 200
-	renderN(20, true, 1_000_000) // warm: schemas compiled, templates evaluated once
+	renderN(20, true, 1_000_000) // warm: schema checks decoded, templates evaluated once
 	for _, distinct := range []bool{false, true} {
 		before := heapAfterGC()
 		renderN(n, distinct, 0)

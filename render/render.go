@@ -363,7 +363,11 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	if id.Kind == "Secret" {
 		return id, nil, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
-	schema, ok := e.schemas[id.APIVersion+"/"+id.Kind]
+	key := id.APIVersion + "/" + id.Kind
+	cs, ok, err := e.schemaCheck(key)
+	if err != nil {
+		return id, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
+	}
 	if !ok {
 		return id, nil, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
@@ -381,12 +385,12 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	// kind (schemacheck.go); CUE's own check stays for tests.
 	var errs []FieldError
 	if e.cueCheck {
-		errs = e.checkWithCUE(schema, raw)
-	} else {
-		cs, err := e.compiled[id.APIVersion+"/"+id.Kind].get()
+		reg, err := e.registrySchemas()
 		if err != nil {
-			return id, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
+			return id, nil, fmt.Errorf("render %s: %w", owner, err)
 		}
+		errs = e.checkWithCUE(reg[key], raw)
+	} else {
 		errs = cs.check(m)
 	}
 	if len(errs) > 0 {

@@ -2,56 +2,139 @@ package render
 
 import (
 	"bytes"
+	"compress/gzip"
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// The subtrees the compiled schemas leave to CUE, by kind. A new entry
-// means the compiler met a construct it does not translate: teach it, or
-// add the entry here with the reason.
-var wantFallbacks = map[string][]string{
-	// CUE's bytes kind: JSON data is never bytes, so CUE rejects every
-	// value here; checking it with CUE keeps its message.
-	"v1/ConfigMap": {"binaryData.*: kind bytes"},
-}
-
-func TestCompiledSchemasFallBackOnlyWhereListed(t *testing.T) {
+// compiledFromRegistry compiles every kind of the CUE registry, once per
+// test binary (several seconds).
+var compiledFromRegistry = sync.OnceValues(func() (map[string]*compiledSchema, error) {
 	e, err := New()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := e.registrySchemas()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*compiledSchema{}
+	var errs []string
+	for kind, schema := range reg {
+		cs, err := compileSchema(e.ctx, schema)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", kind, err))
+			continue
+		}
+		out[kind] = cs
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return out, nil
+})
+
+// TestCompiledSchemasTranslateEverything: the compiler translates every
+// construct of every registry schema; nothing is left to CUE at run time.
+func TestCompiledSchemasTranslateEverything(t *testing.T) {
+	compiled, err := compiledFromRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][]string{}
-	for kind, l := range e.compiled {
-		cs, err := l.get()
-		if err != nil {
-			t.Errorf("%s: %v", kind, err)
-			continue
-		}
-		if len(cs.fallbacks) > 0 {
-			got[kind] = cs.fallbacks
-		}
-	}
 	var kinds []string
-	for k := range got {
+	for k := range compiled {
 		kinds = append(kinds, k)
-	}
-	for k := range wantFallbacks {
-		if _, ok := got[k]; !ok {
-			kinds = append(kinds, k)
-		}
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		if strings.Join(got[k], "\n") != strings.Join(wantFallbacks[k], "\n") {
-			t.Errorf("%s falls back to CUE at:\n  %s\nwant:\n  %s", k, strings.Join(got[k], "\n  "), strings.Join(wantFallbacks[k], "\n  "))
+		if u := compiled[k].untranslated; len(u) > 0 {
+			t.Errorf("%s: the compiler cannot translate:\n  %s\nteach it (schemacompile.go)", k, strings.Join(u, "\n  "))
 		}
+	}
+}
+
+const schemaChecksFile = "schemachecks.json.gz"
+
+func gunzip(t testing.TB, data []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestEmbeddedSchemaChecks is the drift check of the embedded schema
+// checks: they must be what the current CUE registry compiles to. With
+// -update (`make generate`) it rewrites them.
+func TestEmbeddedSchemaChecks(t *testing.T) {
+	compiled, err := compiledFromRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := encodeSchemaChecks(compiled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -update is the flag of the golden tests (golden_test.go), in the
+	// same test binary.
+	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
+		gz, err := gzipSchemaChecks(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(schemaChecksFile, gz, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote render/%s: %d kinds, %d bytes (%d uncompressed)", schemaChecksFile, len(compiled), len(gz), len(want))
+		return
+	}
+	got, err := os.ReadFile(schemaChecksFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gunzip(t, got), want) {
+		t.Fatalf("render/%s is stale: the CUE registry compiles to other checks; run make generate", schemaChecksFile)
+	}
+}
+
+// TestEmbeddedSchemaChecksRoundTrip: decoding the embedded file and
+// encoding what it builds gives the file back, so decoding loses nothing.
+func TestEmbeddedSchemaChecksRoundTrip(t *testing.T) {
+	checks, err := decodeSchemaChecks(embeddedSchemaChecks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]*compiledSchema{}
+	for k, l := range checks.kinds {
+		cs, err := l.get()
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		built[k] = cs
+	}
+	again, err := encodeSchemaChecks(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, gunzip(t, embeddedSchemaChecks)) {
+		t.Fatal("the decoded schema checks encode to another file")
 	}
 }
 
@@ -235,6 +318,10 @@ func TestCompiledSchemaRejectsWhatCUERejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg, err := e.registrySchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
 	objs := goldenObjects(t)
 	files := make([]string, 0, len(objs))
 	for f := range objs {
@@ -249,14 +336,14 @@ func TestCompiledSchemaRejectsWhatCUERejects(t *testing.T) {
 		apiVersion, _ := obj["apiVersion"].(string)
 		kind, _ := obj["kind"].(string)
 		key := apiVersion + "/" + kind
-		schema, ok := e.schemas[key]
+		schema, ok := reg[key]
 		if !ok {
 			t.Errorf("%s: %s is not in the registry", f, key)
 			continue
 		}
-		cs, err := e.compiled[key].get()
-		if err != nil {
-			t.Fatalf("%s: %v", key, err)
+		cs, ok, err := e.schemaCheck(key)
+		if err != nil || !ok {
+			t.Fatalf("%s: embedded check: %v (found %v)", key, err, ok)
 		}
 		raw, _ := json.Marshal(obj)
 		if errs := e.checkWithCUE(schema, raw); len(errs) > 0 {
@@ -304,4 +391,84 @@ func TestCompiledSchemaRejectsWhatCUERejects(t *testing.T) {
 	}
 	t.Logf("%d golden objects, %d distinct mutations: %d rejected by both, %d accepted by both, %d unknown fields rejected only by the compiled schema %v",
 		len(objs), total, rejected, total-rejected-stricter, stricter, stricterByKind)
+}
+
+// ConfigMap binaryData is Go []byte (CUE bytes): the compiled check takes
+// what the apiserver decodes, standard padded base64.
+func TestConfigMapBinaryDataIsBase64(t *testing.T) {
+	e, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, ok, err := e.schemaCheck("v1/ConfigMap")
+	if err != nil || !ok {
+		t.Fatalf("no ConfigMap check: %v", err)
+	}
+	for value, valid := range map[string]bool{
+		"":                 true,
+		"aGVsbG8=":         true,
+		"aGVs\nbG8=":       true,  // encoding/json skips line breaks
+		"aGVsbG8":          false, // unpadded
+		"aGVsbG8-":         false, // URL alphabet
+		"not base64!":      false,
+		"aGVsbG8=aGVsbG8=": false,
+	} {
+		obj := map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata":   map[string]any{"name": "x"},
+			"binaryData": map[string]any{"f": value},
+		}
+		errs := cs.check(obj)
+		if valid && len(errs) > 0 {
+			t.Errorf("%q: %v", value, errs)
+		}
+		if !valid && (len(errs) != 1 || errs[0].Path != "binaryData.f" || !strings.Contains(errs[0].Message, "not base64")) {
+			t.Errorf("%q: want one base64 error at binaryData.f, got %v", value, errs)
+		}
+	}
+	if errs := cs.check(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}, "binaryData": map[string]any{"f": json.Number("1")}}); len(errs) == 0 {
+		t.Error("a number in binaryData is accepted")
+	}
+}
+
+// Decoding the embedded schema checks and building every kind: what a
+// process pays once, spread over the first render of each kind.
+func BenchmarkDecodeSchemaChecks(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		checks, err := decodeSchemaChecks(embeddedSchemaChecks)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k, l := range checks.kinds {
+			if _, err := l.get(); err != nil {
+				b.Fatalf("%s: %v", k, err)
+			}
+		}
+	}
+}
+
+// A render uses the embedded checks only: it neither loads the CUE
+// registry nor compiles a schema.
+func TestRenderDoesNotLoadTheRegistry(t *testing.T) {
+	e, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"workload-keda.yaml", "gateway-tutorial.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../fixtures/valid", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := ObjectsFromYAML(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Render(context.Background(), Input{Object: objs[0], Publish: DefaultPublish()}); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if e.registry != nil || e.registryErr != nil {
+		t.Error("rendering loaded the CUE schema registry")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path"
 	"sort"
+	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -26,9 +27,36 @@ import (
 // the apiserver's own code keeps `scribe render` and the controller in
 // agreement, byte for byte, on what a CR means.
 type crValidator struct {
+	name     string // "<crd> <version>", for errors
+	internal *apiextensions.JSONSchemaProps
+
+	// Built on first use: the CEL rules alone cost tens of milliseconds,
+	// paid only by a process that decodes this kind.
+	once       sync.Once
+	err        error
 	structural *structuralschema.Structural
 	schema     apiservervalidation.SchemaCreateValidator
 	cel        *cel.Validator
+}
+
+// build compiles the structural schema, the OpenAPI validator and the CEL
+// rules of the version.
+func (v *crValidator) build() error {
+	v.once.Do(func() {
+		s, err := structuralschema.NewStructural(v.internal)
+		if err != nil {
+			v.err = fmt.Errorf("structural schema of %s: %w", v.name, err)
+			return
+		}
+		sv, _, err := apiservervalidation.NewSchemaValidator(v.internal)
+		if err != nil {
+			v.err = fmt.Errorf("schema validator of %s: %w", v.name, err)
+			return
+		}
+		v.structural, v.schema = s, sv
+		v.cel = cel.NewValidator(s, true, celconfig.PerCallLimit)
+	})
+	return v.err
 }
 
 // loadCRValidators reads every CRD in fsys (keyed by "group/version/Kind").
@@ -56,19 +84,7 @@ func loadCRValidators(fsys fs.FS) (map[string]*crValidator, error) {
 			if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
 				return nil, fmt.Errorf("convert CRD %s %s: %w", crd.Name, v.Name, err)
 			}
-			s, err := structuralschema.NewStructural(&internal)
-			if err != nil {
-				return nil, fmt.Errorf("structural schema of %s %s: %w", crd.Name, v.Name, err)
-			}
-			sv, _, err := apiservervalidation.NewSchemaValidator(&internal)
-			if err != nil {
-				return nil, fmt.Errorf("schema validator of %s %s: %w", crd.Name, v.Name, err)
-			}
-			out[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind] = &crValidator{
-				structural: s,
-				schema:     sv,
-				cel:        cel.NewValidator(s, true, celconfig.PerCallLimit),
-			}
+			out[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind] = &crValidator{name: crd.Name + " " + v.Name, internal: &internal}
 		}
 	}
 	return out, nil
@@ -77,6 +93,9 @@ func loadCRValidators(fsys fs.FS) (map[string]*crValidator, error) {
 // validate applies the CRD's defaults to obj in place and reports unknown
 // fields, schema and CEL violations.
 func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldError {
+	if err := v.build(); err != nil {
+		return []FieldError{{Message: err.Error()}}
+	}
 	var out []FieldError
 	var errs field.ErrorList
 	// Pruning on a copy tells which fields the apiserver would drop (or, with
