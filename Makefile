@@ -88,19 +88,12 @@ update-golden: ## Rewrite golden files from the current templates.
 	go test ./render/... ./cmd/... -update
 
 .PHONY: bench
-<<<<<<< HEAD
-bench: ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading; the first run generates a 100k-commit repository into the cache).
-=======
-bench: envtest-assets ## Run Go benchmarks (render, publish, catalog loading, 1000 Workloads at once on envtest; the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.
->>>>>>> batch
+bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading, 1000 Workloads at once on envtest; the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.
 	go test -run '^$$' -bench . -benchmem ./render/... ./internal/publish/...
 	go test -run '^$$' -bench CLIRender -benchmem ./cmd/scribe/
 	go test -run '^$$' -bench Catalog -benchmem ./internal/controller/
-<<<<<<< HEAD
 	hack/bench-cli.sh
-=======
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench Create1000Workloads -benchtime=1x -timeout 30m ./internal/controller/
->>>>>>> batch
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
