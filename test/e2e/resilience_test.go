@@ -57,7 +57,7 @@ func scribeBinary(t *testing.T) string {
 // cluster, so the test can SIGKILL it.
 func startScribeProcess(t *testing.T, s *Stack, bin, dataDir, logName string) *exec.Cmd {
 	t.Helper()
-	health, _ := freeAddr()
+	health, _ := s.addr()
 	cmd := exec.Command(bin, "controller", "--kubeconfig", s.Kubeconfig, "--metrics-secure=false",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", health, "--data-dir", dataDir, "--poll-interval", "1s")
 	f, err := os.Create(filepath.Join(s.Dir, logName))

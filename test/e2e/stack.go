@@ -60,9 +60,10 @@ type Stack struct {
 	Dir string
 
 	env   *envtest.Environment
-	mu    sync.Mutex // guards procs and named
+	mu    sync.Mutex // guards procs, named, metrics and given
 	procs []*exec.Cmd
 	named map[string]*exec.Cmd
+	given map[string]bool // addresses handed out (see addr)
 	// metrics is the Prometheus address of each Flux controller, by name.
 	metrics  map[string]string
 	logf     func(format string, args ...any)
@@ -102,8 +103,30 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func freePort() (string, error) {
-	a, err := freeAddr()
+// addr is a free address no other process of this loop was given: the
+// kernel may hand a just-closed port out again, and two processes told
+// the same port fail as "address already in use".
+func (s *Stack) addr() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range 100 {
+		a, err := freeAddr()
+		if err != nil {
+			return "", err
+		}
+		if !s.given[a] {
+			if s.given == nil {
+				s.given = map[string]bool{}
+			}
+			s.given[a] = true
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("no free address after 100 tries")
+}
+
+func (s *Stack) port() (string, error) {
+	a, err := s.addr()
 	if err != nil {
 		return "", err
 	}
@@ -196,9 +219,9 @@ func (s *Stack) start(t testing.TB) error {
 	}
 
 	certDir := s.env.ControlPlane.APIServer.CertDir
-	kcmPort, _ := freePort()
-	schedPort, _ := freePort()
-	kwokAddr, _ := freeAddr()
+	kcmPort, _ := s.port()
+	schedPort, _ := s.port()
+	kwokAddr, _ := s.addr()
 	if err := s.run("kube-controller-manager", filepath.Join(cp, "kube-controller-manager"), nil,
 		"--kubeconfig="+s.Kubeconfig, "--authentication-kubeconfig="+s.Kubeconfig, "--authorization-kubeconfig="+s.Kubeconfig,
 		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
@@ -243,7 +266,7 @@ func (s *Stack) start(t testing.TB) error {
 		return err
 	}
 	fluxEnv := []string{"KUBECONFIG=" + s.Kubeconfig, "RUNTIME_NAMESPACE=flux-system"}
-	storage, _ := freeAddr()
+	storage, _ := s.addr()
 	if err := os.MkdirAll(filepath.Join(s.Dir, "storage"), 0o755); err != nil {
 		return err
 	}
@@ -254,8 +277,8 @@ func (s *Stack) start(t testing.TB) error {
 		{"source-controller", []string{"--storage-addr=" + storage, "--storage-adv-addr=" + storage, "--storage-path=" + filepath.Join(s.Dir, "storage")}},
 		{"kustomize-controller", nil},
 	} {
-		m, _ := freeAddr()
-		h, _ := freeAddr()
+		m, _ := s.addr()
+		h, _ := s.addr()
 		s.mu.Lock()
 		if s.metrics == nil {
 			s.metrics = map[string]string{}
