@@ -34,6 +34,7 @@ type Engine struct {
 	ctx             *cue.Context
 	templates       map[string]cue.Value // by CR kind
 	catalogs        []cue.Value          // entries values, highest precedence first
+	catalogFrom     []string             // where each of catalogs comes from (WithCatalog's name)
 	entrySchema     cue.Value
 	validators      map[string]*crValidator // by "group/version/Kind"
 	templateVersion string
@@ -234,6 +235,10 @@ func newEngine(o engineOptions) (*Engine, error) {
 		return nil, err
 	}
 	e.entrySchema, e.catalogs = lc.entrySchema, lc.entries
+	for i := len(o.catalogNames) - 1; i >= 0; i-- {
+		e.catalogFrom = append(e.catalogFrom, o.catalogNames[i])
+	}
+	e.catalogFrom = append(e.catalogFrom, "built-in")
 
 	pkgs := []string{"./workload", "./experiment"}
 	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})

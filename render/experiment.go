@@ -151,25 +151,25 @@ type namespacePolicy struct {
 // namespace is allowed: Scribe ships it. A user catalog's entry, or one
 // that overrides a built-in entry, may name only the Experiment's
 // namespace or one the Repository lists.
-func (p namespacePolicy) check(name, entryNS string, builtin bool, namePath string) *FieldError {
+// from names the entry's catalog.
+func (p namespacePolicy) check(name, entryNS string, builtin bool, from, namePath string) *FieldError {
 	if entryNS == "" || entryNS == p.experiment || builtin || slices.Contains(p.allowed, entryNS) {
 		return nil
 	}
 	return &FieldError{Path: namePath, Message: fmt.Sprintf(
-		"component %q installs into namespace %q (the namespace of its user catalog entry), which the Repository does not allow: list %q in the Repository's spec.allowedNamespaces, or remove namespace from the catalog entry so it installs into the Experiment's namespace %q",
-		name, entryNS, entryNS, p.experiment)}
+		"component %q installs into namespace %q (the namespace of its entry in catalog %s), which the Repository does not allow: list %q in the Repository's spec.allowedNamespaces, or remove namespace from the catalog entry so it installs into the Experiment's namespace %q",
+		name, entryNS, from, entryNS, p.experiment)}
 }
 
 // resolveComponent looks a component up in the catalogs, checks its params,
 // and checks the namespace its entry installs it into against ns.
 func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, params any, namePath, paramsPath string, ns namespacePolicy) (*contract.Resolved, []FieldError) {
 	var entry cue.Value
-	found, builtin := false, false
+	found, at := false, 0
 	for i, c := range e.catalogs {
 		v := c.LookupPath(cue.MakePath(cue.Str(name)))
 		if v.Exists() {
-			entry, found = v, true
-			builtin = i == len(e.catalogs)-1 // the built-in catalog is last
+			entry, found, at = v, true, i
 			break
 		}
 	}
@@ -180,7 +180,8 @@ func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, para
 		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("component %q is a %s, not a %s", name, k, kind)}}
 	}
 	entryNS, _ := entry.LookupPath(cue.ParsePath("namespace")).String()
-	if fe := ns.check(name, entryNS, builtin, namePath); fe != nil {
+	// The built-in catalog is the last one.
+	if fe := ns.check(name, entryNS, at == len(e.catalogs)-1, e.catalogFrom[at], namePath); fe != nil {
 		return nil, []FieldError{*fe}
 	}
 	if params == nil {

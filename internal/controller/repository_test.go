@@ -18,11 +18,12 @@ import (
 	"github.com/scribe-gitops/scribe/internal/controller"
 )
 
-// teamCatalog adds team-cache and overrides demo-services.
+// teamCatalog adds team-cache and overrides demo-services (on purpose:
+// override: true).
 const teamCatalog = `package catalog
 
 entries: {
-	"demo-services": {kind: "app", namespace: "demo", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: branch: "main", path: "./apps/demo-services"}, #Params: {}}
+	"demo-services": {kind: "app", override: true, namespace: "demo", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: branch: "main", path: "./apps/demo-services"}, #Params: {}}
 	"team-cache": {kind: "app", namespace: "cache", source: {type: "oci", url: "oci://registry.example.com/team/cache", tag: "1.2.3"}, #Params: {}}
 }
 `
@@ -48,6 +49,7 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.repo.Spec.Catalog = &scribev1.CatalogSource{Kind: "GitRepository", Name: "team-catalog", Path: "./catalog"}
+	f.repo.Spec.AllowedNamespaces = []string{"cache", "demo"}
 	f.startExperimentController(t)
 	exp := hubExperiment(f.ns, "cache-test")
 	exp.Spec.Workflow = nil
