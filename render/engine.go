@@ -240,6 +240,7 @@ func newEngine(o engineOptions) (*Engine, error) {
 	}
 	e.catalogFrom = append(e.catalogFrom, "built-in")
 
+	kinds := []string{"Workload", "Experiment"}
 	pkgs := []string{"./workload", "./experiment"}
 	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
 	for i, inst := range insts {
@@ -249,7 +250,7 @@ func newEngine(o engineOptions) (*Engine, error) {
 		// Templates are incomplete without their input: checking them now
 		// would evaluate (and cache) their comprehensions over an empty
 		// input.
-		e.templates[[]string{"Workload", "Experiment"}[i]] = e.ctx.BuildInstance(inst)
+		e.templates[kinds[i]] = e.ctx.BuildInstance(inst)
 	}
 
 	e.validators, err = loadCRValidators(crd.Bases)
