@@ -34,6 +34,7 @@ type Engine struct {
 	ctx             *cue.Context
 	templates       map[string]cue.Value // by CR kind
 	catalogs        []cue.Value          // entries values, highest precedence first
+	catalogFrom     []string             // where each of catalogs comes from (WithCatalog's name)
 	entrySchema     cue.Value
 	validators      map[string]*crValidator // by "group/version/Kind"
 	templateVersion string
@@ -100,9 +101,16 @@ type engineOptions struct {
 // WithCatalog adds a user catalog: a file system whose top-level *.cue files
 // form a CUE package `catalog` with `entries: <name>: {...}` (see the
 // built-in catalog for the shape). Entries of later catalogs take precedence
-// over earlier ones and over the built-in catalog. name says where the
-// catalog comes from (a directory, a Flux source): errors in its files are
-// reported under it.
+// over earlier ones and over the built-in catalog; an entry that replaces
+// one must say so with `override: true`. name says where the catalog comes
+// from (a directory, a Flux source): errors in its files are reported under
+// it.
+//
+// New evaluates the catalog's CUE in this process, without a bound on time
+// or memory: CUE has neither cancellation nor a memory cap, and a few lines
+// of CUE can take gigabytes. Load a catalog you do not trust with
+// CatalogBound.New instead, which evaluates it first in a child process
+// with limits.
 func WithCatalog(name string, fsys fs.FS) Option {
 	return func(o *engineOptions) {
 		o.catalogs = append(o.catalogs, fsys)
@@ -118,82 +126,133 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	e, err := newEngine(o)
 	if err != nil {
-		// Name user catalog files as the user knows them, not by their
-		// place in the engine's overlay.
-		msg := err.Error()
-		for i, name := range o.catalogNames {
-			msg = strings.ReplaceAll(msg, userCatalogDir(i)+"/", strings.TrimSuffix(name, "/")+"/")
-			msg = strings.ReplaceAll(msg, fmt.Sprintf("catalog %d:", i), fmt.Sprintf("catalog %s:", name))
-		}
-		return nil, errors.New(msg)
+		return nil, userCatalogError(err, o.catalogNames)
 	}
 	return e, nil
+}
+
+// userCatalogError names user catalog files in err as the user knows them,
+// not by their place in the engine's overlay.
+func userCatalogError(err error, names []string) error {
+	msg := err.Error()
+	for i, name := range names {
+		msg = strings.ReplaceAll(msg, userCatalogDir(i)+"/", strings.TrimSuffix(name, "/")+"/")
+		msg = strings.ReplaceAll(msg, fmt.Sprintf("catalog %d:", i), fmt.Sprintf("catalog %s:", name))
+	}
+	return errors.New(msg)
 }
 
 // userCatalogDir is where user catalog i sits in the overlay.
 func userCatalogDir(i int) string { return path.Join(overlayRoot, fmt.Sprintf("usercatalog%d", i)) }
 
-func newEngine(o engineOptions) (*Engine, error) {
+// engineOverlay is the CUE overlay of the embedded module (schemas and
+// templates, hashed into h) and the user catalogs.
+func engineOverlay(catalogs []fs.FS, h interface{ Write([]byte) (int, error) }) (map[string]load.Source, error) {
 	overlay := map[string]load.Source{
 		path.Join(overlayRoot, "cue.mod/module.cue"): load.FromString("module: \"scribe.dev/templates@v0\"\nlanguage: version: \"v0.17.0\"\n"),
 	}
-	h := sha256.New()
 	if err := addOverlay(overlay, schemas.FS, path.Join(overlayRoot, "cue.mod/gen"), h); err != nil {
 		return nil, err
 	}
 	if err := addOverlay(overlay, templates.FS, overlayRoot, h); err != nil {
 		return nil, err
 	}
-	var userDirs []string
-	for i, c := range o.catalogs {
-		dir := userCatalogDir(i)
-		if err := addOverlay(overlay, c, dir, nil); err != nil {
+	for i, c := range catalogs {
+		if err := addOverlay(overlay, c, userCatalogDir(i), nil); err != nil {
 			return nil, fmt.Errorf("catalog %d: %w", i, err)
 		}
-		userDirs = append(userDirs, "./"+path.Base(dir))
 	}
+	return overlay, nil
+}
 
-	e := &Engine{
-		ctx:             cuecontext.New(),
-		templates:       map[string]cue.Value{},
-		overlay:         overlay,
-		templateVersion: "sha256:" + hex.EncodeToString(h.Sum(nil))[:16],
+// loadedCatalogs are the catalog packages of an engine.
+type loadedCatalogs struct {
+	entrySchema cue.Value
+	// entries holds the entries values, highest precedence first: the
+	// user catalogs, last given first, then the built-in one.
+	entries []cue.Value
+	// packages are the user catalogs' package values, in the order given.
+	packages []cue.Value
+}
+
+// loadCatalogs builds the built-in catalog and the n user catalogs of
+// overlay, checks every user entry against #Entry, and checks that an entry
+// replacing one of a lower-precedence catalog says `override: true`.
+func loadCatalogs(ctx *cue.Context, overlay map[string]load.Source, names []string) (*loadedCatalogs, error) {
+	n := len(names)
+	pkgs := []string{"./catalog"}
+	for i := range n {
+		pkgs = append(pkgs, "./"+path.Base(userCatalogDir(i)))
 	}
-	pkgs := append([]string{"./catalog", "./workload", "./experiment"}, userDirs...)
 	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
 	values := make([]cue.Value, len(insts))
 	for i, inst := range insts {
 		if inst.Err != nil {
 			return nil, fmt.Errorf("load CUE package %s: %s", pkgs[i], cueerrors.Details(inst.Err, nil))
 		}
-		v := e.ctx.BuildInstance(inst)
-		// Templates are incomplete without their input: checking them now
-		// would evaluate (and cache) their comprehensions over an empty
-		// input. Only the catalogs are checked here.
-		if pkgs[i] == "./workload" || pkgs[i] == "./experiment" {
-			values[i] = v
-			continue
-		}
+		v := ctx.BuildInstance(inst)
 		if err := v.Err(); err != nil {
 			return nil, fmt.Errorf("build CUE package %s: %s", pkgs[i], cueerrors.Details(err, nil))
 		}
 		values[i] = v
 	}
-
-	e.entrySchema = values[0].LookupPath(cue.MakePath(cue.Def("#Entry")))
-	// User catalogs, last given first, then the built-in one.
-	for i := len(userDirs) - 1; i >= 0; i-- {
-		entries := values[3+i].LookupPath(cue.ParsePath("entries"))
-		if err := e.checkCatalog(entries); err != nil {
+	lc := &loadedCatalogs{
+		entrySchema: values[0].LookupPath(cue.MakePath(cue.Def("#Entry"))),
+		packages:    values[1:],
+	}
+	builtin := values[0].LookupPath(cue.ParsePath("entries"))
+	user := make([]cue.Value, n)
+	for i := range n {
+		user[i] = values[1+i].LookupPath(cue.ParsePath("entries"))
+		if err := checkCatalog(lc.entrySchema, user[i]); err != nil {
 			return nil, fmt.Errorf("catalog %d: %w", i, err)
 		}
-		e.catalogs = append(e.catalogs, entries)
+		if err := checkOverrides(user[i], builtin, user[:i], names[:i]); err != nil {
+			return nil, fmt.Errorf("catalog %d: %w", i, err)
+		}
 	}
-	e.catalogs = append(e.catalogs, values[0].LookupPath(cue.ParsePath("entries")))
-	e.templates["Workload"] = values[1]
-	e.templates["Experiment"] = values[2]
+	for i := n - 1; i >= 0; i-- {
+		lc.entries = append(lc.entries, user[i])
+	}
+	lc.entries = append(lc.entries, builtin)
+	return lc, nil
+}
 
-	var err error
+func newEngine(o engineOptions) (*Engine, error) {
+	h := sha256.New()
+	overlay, err := engineOverlay(o.catalogs, h)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		ctx:             cuecontext.New(),
+		templates:       map[string]cue.Value{},
+		overlay:         overlay,
+		templateVersion: "sha256:" + hex.EncodeToString(h.Sum(nil))[:16],
+	}
+	lc, err := loadCatalogs(e.ctx, overlay, o.catalogNames)
+	if err != nil {
+		return nil, err
+	}
+	e.entrySchema, e.catalogs = lc.entrySchema, lc.entries
+	for i := len(o.catalogNames) - 1; i >= 0; i-- {
+		e.catalogFrom = append(e.catalogFrom, o.catalogNames[i])
+	}
+	e.catalogFrom = append(e.catalogFrom, "built-in")
+
+	kinds := []string{"Workload", "Experiment"}
+	pkgs := []string{"./workload", "./experiment"}
+	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
+	for i, inst := range insts {
+		if inst.Err != nil {
+			return nil, fmt.Errorf("load CUE package %s: %s", pkgs[i], cueerrors.Details(inst.Err, nil))
+		}
+		// Templates are incomplete without their input: checking them now
+		// would evaluate (and cache) their comprehensions over an empty
+		// input.
+		e.templates[kinds[i]] = e.ctx.BuildInstance(inst)
+	}
+
 	e.validators, err = loadCRValidators(crd.Bases)
 	if err != nil {
 		return nil, err
@@ -205,7 +264,7 @@ func newEngine(o engineOptions) (*Engine, error) {
 func (e *Engine) TemplateVersion() string { return e.templateVersion }
 
 // checkCatalog validates every entry of a user catalog against #Entry.
-func (e *Engine) checkCatalog(entries cue.Value) error {
+func checkCatalog(entrySchema, entries cue.Value) error {
 	if !entries.Exists() {
 		return fmt.Errorf("no `entries` field")
 	}
@@ -214,9 +273,45 @@ func (e *Engine) checkCatalog(entries cue.Value) error {
 		return fmt.Errorf("entries: %w", err)
 	}
 	for it.Next() {
-		if err := e.entrySchema.Unify(it.Value()).Validate(); err != nil {
+		if err := entrySchema.Unify(it.Value()).Validate(); err != nil {
 			return fmt.Errorf("entry %q: %s", it.Selector().Unquoted(), cueerrors.Details(err, nil))
 		}
+	}
+	return nil
+}
+
+// checkOverrides refuses an entry of a user catalog that replaces an entry
+// of the built-in catalog or of an earlier user catalog without saying
+// `override: true`: a catalog cannot silently shadow what the platform
+// team vouched for.
+func checkOverrides(entries, builtin cue.Value, earlier []cue.Value, earlierNames []string) error {
+	it, err := entries.Fields()
+	if err != nil {
+		return fmt.Errorf("entries: %w", err)
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		sel := cue.MakePath(cue.Str(name))
+		var replaces string
+		if builtin.LookupPath(sel).Exists() {
+			replaces = "the built-in catalog's entry"
+		}
+		for j, c := range earlier {
+			if c.LookupPath(sel).Exists() {
+				replaces = fmt.Sprintf("the entry of catalog %s", earlierNames[j])
+			}
+		}
+		if replaces == "" {
+			continue
+		}
+		if o, err := it.Value().LookupPath(cue.ParsePath("override")).Bool(); err == nil && o {
+			continue
+		}
+		where := ""
+		if f := it.Value().Pos().Filename(); f != "" {
+			where = " in " + f
+		}
+		return fmt.Errorf("entry %q%s replaces %s of that name: add `override: true` to the entry to replace it on purpose, or rename it", name, where, replaces)
 	}
 	return nil
 }

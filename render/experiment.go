@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,7 +27,7 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 	if !ok {
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
 	}
-	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved)
+	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish.AllowedNamespaces)
 	if len(errs) > 0 {
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}
@@ -37,10 +38,13 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 // experimentInput resolves every component the Experiment names through the
 // catalogs, checks its params against the entry's schema, and adds the
 // resolved entries and cluster facts to the template input. spec is the
-// validated spec's JSON shape, hashed into run names.
-func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved) (contract.Experiment, []FieldError) {
+// validated spec's JSON shape, hashed into run names. allowed are the
+// namespaces besides the Experiment's own that user catalog entries may
+// install into.
+func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, allowed []string) (contract.Experiment, []FieldError) {
 	in := contract.Experiment{Metadata: metadataOf(x), Spec: x.Spec}
 	var errs []FieldError
+	ns := namespacePolicy{experiment: x.Namespace, allowed: allowed}
 	for i, t := range x.Spec.Targets {
 		resolved := []contract.Resolved{}
 		for j, c := range t.Components {
@@ -55,7 +59,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved)
 				errs = append(errs, FieldError{Path: at + ".params", Message: err.Error()})
 				continue
 			}
-			r, ferrs := e.resolveComponent(kind, name, params, at+"."+string(kind), at+".params")
+			r, ferrs := e.resolveComponent(kind, name, params, at+"."+string(kind), at+".params", ns)
 			errs = append(errs, ferrs...)
 			if r != nil {
 				resolved = append(resolved, *r)
@@ -73,7 +77,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved)
 				endpoint = "http://otel-collector.observability.svc.cluster.local:4317"
 			}
 			at := fmt.Sprintf("spec.targets[%d].observability", i)
-			r, ferrs := e.resolveComponent(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at)
+			r, ferrs := e.resolveComponent(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at, ns)
 			errs = append(errs, ferrs...)
 			obs = r
 		}
@@ -82,7 +86,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved)
 
 	if wf := x.Spec.Workflow; wf != nil {
 		if wf.Engine == "testkube" {
-			r, ferrs := e.resolveComponent(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params")
+			r, ferrs := e.resolveComponent(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params", ns)
 			errs = append(errs, ferrs...)
 			in.Workflow = r
 		} else {
@@ -90,7 +94,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved)
 			if err != nil {
 				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: err.Error()})
 			} else {
-				r, ferrs := e.resolveComponent(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params")
+				r, ferrs := e.resolveComponent(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params", ns)
 				errs = append(errs, ferrs...)
 				in.Workflow = r
 			}
@@ -134,14 +138,38 @@ func jsonValue(j *apiextensionsv1.JSON) (any, error) {
 	return deepCopyJSON(v), nil
 }
 
-// resolveComponent looks a component up in the catalogs and checks its params.
-func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, params any, namePath, paramsPath string) (*contract.Resolved, []FieldError) {
+// namespacePolicy says which namespaces a component may install into.
+type namespacePolicy struct {
+	// experiment is the Experiment's namespace: always allowed.
+	experiment string
+	// allowed are the Repository's spec.allowedNamespaces.
+	allowed []string
+}
+
+// check refuses a component whose catalog entry installs it into a
+// namespace neither its Experiment's nor allowed. A built-in entry's own
+// namespace is allowed: Scribe ships it. A user catalog's entry, or one
+// that overrides a built-in entry, may name only the Experiment's
+// namespace or one the Repository lists.
+// from names the entry's catalog.
+func (p namespacePolicy) check(name, entryNS string, builtin bool, from, namePath string) *FieldError {
+	if entryNS == "" || entryNS == p.experiment || builtin || slices.Contains(p.allowed, entryNS) {
+		return nil
+	}
+	return &FieldError{Path: namePath, Message: fmt.Sprintf(
+		"component %q installs into namespace %q (the namespace of its entry in catalog %s), which the Repository does not allow: list %q in the Repository's spec.allowedNamespaces, or remove namespace from the catalog entry so it installs into the Experiment's namespace %q",
+		name, entryNS, from, entryNS, p.experiment)}
+}
+
+// resolveComponent looks a component up in the catalogs, checks its params,
+// and checks the namespace its entry installs it into against ns.
+func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, params any, namePath, paramsPath string, ns namespacePolicy) (*contract.Resolved, []FieldError) {
 	var entry cue.Value
-	found := false
-	for _, c := range e.catalogs {
+	found, at := false, 0
+	for i, c := range e.catalogs {
 		v := c.LookupPath(cue.MakePath(cue.Str(name)))
 		if v.Exists() {
-			entry, found = v, true
+			entry, found, at = v, true, i
 			break
 		}
 	}
@@ -150,6 +178,11 @@ func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, para
 	}
 	if k, _ := entry.LookupPath(cue.ParsePath("kind")).String(); k != string(kind) {
 		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("component %q is a %s, not a %s", name, k, kind)}}
+	}
+	entryNS, _ := entry.LookupPath(cue.ParsePath("namespace")).String()
+	// The built-in catalog is the last one.
+	if fe := ns.check(name, entryNS, at == len(e.catalogs)-1, e.catalogFrom[at], namePath); fe != nil {
+		return nil, []FieldError{*fe}
 	}
 	if params == nil {
 		params = map[string]any{}

@@ -25,9 +25,25 @@ type RepositorySpec struct {
 	Applier ApplierSpec `json:"applier"`
 
 	// Catalog optionally adds the user's component catalog, kept in a Flux
-	// source, to the built-in one. Entries of the user catalog take precedence.
+	// source, to the built-in one. An entry of the user catalog that replaces
+	// a built-in entry must say `override: true`. Scribe evaluates the
+	// catalog's CUE in a child process bounded in time and memory first; a
+	// catalog that exceeds the bound is CatalogInvalid.
 	// +optional
 	Catalog *CatalogSource `json:"catalog,omitempty"`
+
+	// AllowedNamespaces are the namespaces, besides an Experiment's own,
+	// that components of a user catalog (spec.catalog) may install into
+	// through their entry's `namespace`. A component whose entry names no
+	// namespace installs into its Experiment's namespace; the built-in
+	// catalog's entries keep their own namespaces. An entry naming any
+	// other namespace is a render error.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
 }
 
 // GitRepositorySpec describes a Git remote.
@@ -160,6 +176,19 @@ type ApplierSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Name string `json:"name"`
+	// ServiceAccountName, with Flux, is the service account (in the
+	// Experiment's or Workload's namespace for their objects, in Namespace
+	// for the per-custom-resource sync Kustomization) that every Flux
+	// Kustomization and HelmRelease Scribe renders for this Repository
+	// applies as: Flux's multi-tenancy lockdown, so applied objects get that
+	// account's rights instead of kustomize-controller's and
+	// helm-controller's own (cluster-admin). Deliveries to a target cluster
+	// apply with that cluster's kubeconfig instead. Ignored with Argo CD
+	// (use an AppProject's destination service accounts).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // CatalogSource references a user catalog kept in a Flux source.

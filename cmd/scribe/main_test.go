@@ -157,12 +157,30 @@ spec:
 			catalog: `package catalog
 
 entries: {
-	"demo-services": {kind: "app", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: tag: "v2.0.0", path: "./apps/demo"}, #Params: {}}
-	"team-cache": {kind: "app", namespace: "cache", source: {type: "oci", url: "oci://registry.example.com/team/cache", tag: "1.2.3"}, #Params: {}}
+	"demo-services": {kind: "app", override: true, source: {type: "git", url: "https://git.example.com/platform/catalog", ref: tag: "v2.0.0", path: "./apps/demo"}, #Params: {}}
+	"team-cache": {kind: "app", source: {type: "oci", url: "oci://registry.example.com/team/cache", tag: "1.2.3"}, #Params: {}}
 }
 `,
 			code: exitOK,
-			want: []string{"url: https://git.example.com/platform/catalog", "url: oci://registry.example.com/team/cache", "targetNamespace: cache"},
+			want: []string{"url: https://git.example.com/platform/catalog", "url: oci://registry.example.com/team/cache", "targetNamespace: lab"},
+		},
+		{
+			name: "an entry replacing a built-in one without override: true names the entry and its file",
+			catalog: `package catalog
+
+entries: "demo-services": {kind: "app", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: tag: "v2.0.0", path: "./apps/demo"}, #Params: {}}
+`,
+			code: exitError,
+			want: []string{`entry "demo-services"`, "entries.cue", "override: true"},
+		},
+		{
+			name: "an entry installing into a namespace nothing allows is refused",
+			catalog: `package catalog
+
+entries: "team-cache": {kind: "app", namespace: "kube-system", source: {type: "oci", url: "oci://registry.example.com/team/cache", tag: "1.2.3"}, #Params: {}}
+`,
+			code: exitError,
+			want: []string{"spec.targets[0].components[1].app", `namespace "kube-system"`, "spec.allowedNamespaces"},
 		},
 		{
 			name: "an entry breaking the entry schema names the user's file",

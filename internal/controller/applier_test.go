@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,13 +187,16 @@ func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
 	}
 }
 
+// The Target's render input carries the Repository's tenancy: its
+// serviceAccountName with Flux (Argo CD has none) and allowedNamespaces.
 func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 	repo := func(kind scribev1.ApplierKind) *scribev1.Repository {
 		return &scribev1.Repository{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
 			Spec: scribev1.RepositorySpec{
-				OCI:     &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
-				Applier: scribev1.ApplierSpec{Kind: kind, Namespace: "gitops", Name: "team"},
+				OCI:               &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
+				Applier:           scribev1.ApplierSpec{Kind: kind, Namespace: "gitops", Name: "team", ServiceAccountName: "team-applier"},
+				AllowedNamespaces: []string{"cache"},
 			},
 		}
 	}
@@ -200,7 +204,7 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 		kind scribev1.ApplierKind
 		want render.Applier
 	}{
-		{"", render.Applier{Kind: "Flux", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository"}},
+		{"", render.Applier{Kind: "Flux", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository", ServiceAccountName: "team-applier"}},
 		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository"}},
 	} {
 		r := &Resolver{Client: applierClient(t)}
@@ -215,6 +219,9 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 		if tg.Applier.Kind() != wantKind || tg.Input.Applier != tc.want || tg.Applier.RenderInput() != tc.want {
 			t.Errorf("kind %q: applier %s with render input %+v (target input %+v); want %s with %+v",
 				tc.kind, tg.Applier.Kind(), tg.Applier.RenderInput(), tg.Input.Applier, wantKind, tc.want)
+		}
+		if !slices.Equal(tg.Input.AllowedNamespaces, []string{"cache"}) {
+			t.Errorf("kind %q: allowed namespaces %v, want [cache]", tc.kind, tg.Input.AllowedNamespaces)
 		}
 	}
 }

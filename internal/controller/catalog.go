@@ -26,8 +26,10 @@ const (
 	// ReasonCatalogNotReady: the Flux source is missing, has no artifact
 	// yet, or its artifact could not be downloaded. Retried.
 	ReasonCatalogNotReady = "CatalogNotReady"
-	// ReasonCatalogInvalid: the artifact's CUE is not a valid catalog. Only
-	// a new artifact can fix it.
+	// ReasonCatalogInvalid: the artifact's CUE is not a valid catalog, or
+	// its evaluation exceeded the bound of time or memory
+	// (render.CatalogBound; the message says which). Only a new artifact
+	// can fix it.
 	ReasonCatalogInvalid = "CatalogInvalid"
 )
 
@@ -40,17 +42,28 @@ const (
 )
 
 // catalogs loads and caches the render engines of user catalogs, one per
-// (artifact digest, path).
+// (artifact digest, path). A catalog is evaluated first in a child process
+// bounded in time and memory; an invalid one is remembered too, so a
+// hostile artifact is evaluated once, not at every reconcile.
 type catalogs struct {
 	// dir is where artifacts are extracted while an engine loads them.
 	dir string
 	// hostOverride replaces the host of artifact URLs (as kustomize-controller's
 	// SOURCE_CONTROLLER_LOCALHOST does), for a controller outside the cluster.
 	hostOverride string
+	// bound runs the catalog checker; a zero bound runs this executable's
+	// `catalog-check` with the default limits (render.DefaultCatalogBound).
+	bound render.CatalogBound
 
 	mu      sync.Mutex // held while loading, so one artifact is fetched once
-	engines map[string]*render.Engine
+	engines map[string]loadedCatalog
 	order   []string // keys, oldest first
+}
+
+// loadedCatalog is the engine of a catalog artifact, or why it has none.
+type loadedCatalog struct {
+	engine *render.Engine
+	err    error // a *reasonError with ReasonCatalogInvalid
 }
 
 // EngineFor returns the render engine for t: the built-in one, or, when the
@@ -127,8 +140,8 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 	key := digest + "\x00" + dir
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.engines[key]; ok {
-		return e, nil
+	if l, ok := c.engines[key]; ok {
+		return l.engine, l.err
 	}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("catalog dir: %w", err)
@@ -158,18 +171,46 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 	}
 	// Errors name the catalog's files by their path in the source.
 	name := "./" + strings.TrimPrefix(path.Clean("/"+dir), "/")
-	e, err := render.New(render.WithCatalog(name, os.DirFS(root)))
-	if err != nil {
-		return nil, &reasonError{reason: ReasonCatalogInvalid, err: err}
+	e, err := c.engine(ctx, name, root)
+	var invalid *reasonError
+	if err != nil && !errors.As(err, &invalid) {
+		return nil, err // not the catalog's fault: retried
 	}
 	if c.engines == nil {
-		c.engines = map[string]*render.Engine{}
+		c.engines = map[string]loadedCatalog{}
 	}
-	c.engines[key] = e
+	c.engines[key] = loadedCatalog{engine: e, err: err}
 	c.order = append(c.order, key)
 	for len(c.order) > catalogEngines {
 		delete(c.engines, c.order[0])
 		c.order = c.order[1:]
 	}
-	return e, nil
+	return e, err
+}
+
+// engine loads the catalog in root (named name) through the bounded
+// checker. A catalog that is invalid or exceeds the bound fails with
+// ReasonCatalogInvalid, saying why (CUE error, timeout, memory limit); a
+// checker that could not run, or a cancelled ctx, is a plain error.
+func (c *catalogs) engine(ctx context.Context, name, root string) (*render.Engine, error) {
+	b := c.bound
+	if len(b.Command) == 0 {
+		d, err := render.DefaultCatalogBound()
+		if err != nil {
+			return nil, err
+		}
+		d.Timeout, d.Memory = b.Timeout, b.Memory
+		b = d
+	}
+	e, err := b.New(ctx, []render.Catalog{{Name: name, FS: os.DirFS(root)}})
+	var ce *render.CatalogError
+	switch {
+	case err == nil:
+		return e, nil
+	case ctx.Err() != nil:
+		return nil, err
+	case errors.As(err, &ce) && ce.Reason == render.CatalogCheckerFailed:
+		return nil, fmt.Errorf("check catalog %s: %w", name, err)
+	}
+	return nil, &reasonError{reason: ReasonCatalogInvalid, err: err}
 }

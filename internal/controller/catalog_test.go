@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -27,7 +28,7 @@ const userCatalog = `package catalog
 
 entries: "demo-services": {
 	kind:      "app"
-	namespace: "demo"
+	override:  true
 	source: {type: "git", url: "https://git.example.com/platform/catalog", ref: branch: "main", path: "./apps/demo-services"}
 	#Params: {}
 }
@@ -107,7 +108,12 @@ func renderedSourceURL(t *testing.T, e *render.Engine) string {
 func TestCatalogLoad(t *testing.T) {
 	good, goodDigest := artifact(t, map[string]string{"catalog/entries.cue": userCatalog, "apps/demo-services/kustomization.yaml": "resources: []\n"})
 	bad, badDigest := artifact(t, map[string]string{"catalog/entries.cue": "package catalog\n\nentries: x: {kind: \"app\", source: {type: \"ftp\"}}\n"})
-	srv, requests := artifactServer(t, map[string][]byte{"/good.tar.gz": good, "/bad.tar.gz": bad})
+	huge, hugeDigest := artifact(t, map[string]string{"catalog/entries.cue": "package catalog\n\nimport \"list\"\n\nentries: {}\nx: list.Range(0, 5e7, 1)\n"})
+	shadow, shadowDigest := artifact(t, map[string]string{"catalog/entries.cue": strings.Replace(userCatalog, "override:  true\n", "", 1)})
+	srv, requests := artifactServer(t, map[string][]byte{"/good.tar.gz": good, "/bad.tar.gz": bad, "/huge.tar.gz": huge, "/shadow.tar.gz": shadow})
+	// The checker is this test binary (see TestMain), bounded tighter than
+	// the default so the runaway case ends sooner.
+	bound := render.CatalogBound{Timeout: 15 * time.Second, Memory: 512 << 20}
 
 	tests := []struct {
 		name, url, digest, dir string
@@ -123,10 +129,14 @@ func TestCatalogLoad(t *testing.T) {
 			reason: ReasonCatalogInvalid, message: `path "./catalogs" is not a directory`},
 		{name: "a catalog entry that breaks the entry schema is invalid", url: srv.URL + "/bad.tar.gz", digest: badDigest, dir: "./catalog",
 			reason: ReasonCatalogInvalid, message: `./catalog/entries.cue:3:`},
+		{name: "a catalog past the memory bound is invalid, saying which bound", url: srv.URL + "/huge.tar.gz", digest: hugeDigest, dir: "./catalog",
+			reason: ReasonCatalogInvalid, message: "memory limit"},
+		{name: "an entry shadowing a built-in one without override is invalid", url: srv.URL + "/shadow.tar.gz", digest: shadowDigest, dir: "./catalog",
+			reason: ReasonCatalogInvalid, message: "add `override: true`"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &catalogs{dir: t.TempDir()}
+			c := &catalogs{dir: t.TempDir(), bound: bound}
 			e, err := c.load(context.Background(), tt.url, tt.digest, tt.dir)
 			if tt.reason == "" {
 				if err != nil {
@@ -145,6 +155,31 @@ func TestCatalogLoad(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("an invalid artifact is evaluated once, and its failure remembered", func(t *testing.T) {
+		c := &catalogs{dir: t.TempDir(), bound: bound}
+		before := requests.Load()
+		_, err1 := c.load(context.Background(), srv.URL+"/huge.tar.gz", hugeDigest, "./catalog")
+		start := time.Now()
+		_, err2 := c.load(context.Background(), srv.URL+"/huge.tar.gz", hugeDigest, "./catalog")
+		if reasonOf(err1) != ReasonCatalogInvalid || err2 == nil || err2.Error() != err1.Error() || requests.Load()-before != 1 {
+			t.Fatalf("errors %v / %v after %d downloads; want the same CatalogInvalid from one download", err1, err2, requests.Load()-before)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the second load took %s: evaluated again", took)
+		}
+	})
+
+	t.Run("a checker that cannot run is retried, not invalid", func(t *testing.T) {
+		c := &catalogs{dir: t.TempDir(), bound: render.CatalogBound{Command: []string{"/bin/false"}}}
+		_, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
+		if err == nil || reasonOf(err) == ReasonCatalogInvalid || !strings.Contains(err.Error(), "checker failed") {
+			t.Fatalf("got %v (reason %q); want a plain checker error", err, reasonOf(err))
+		}
+		if _, cached := c.engines[goodDigest+"\x00./catalog"]; cached {
+			t.Error("the checker's failure was remembered as the catalog's")
+		}
+	})
 
 	t.Run("an artifact is downloaded once and its engine reused", func(t *testing.T) {
 		c := &catalogs{dir: t.TempDir()}

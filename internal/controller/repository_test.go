@@ -18,11 +18,12 @@ import (
 	"github.com/scribe-gitops/scribe/internal/controller"
 )
 
-// teamCatalog adds team-cache and overrides demo-services.
+// teamCatalog adds team-cache and overrides demo-services (on purpose:
+// override: true).
 const teamCatalog = `package catalog
 
 entries: {
-	"demo-services": {kind: "app", namespace: "demo", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: branch: "main", path: "./apps/demo-services"}, #Params: {}}
+	"demo-services": {kind: "app", override: true, namespace: "demo", source: {type: "git", url: "https://git.example.com/platform/catalog", ref: branch: "main", path: "./apps/demo-services"}, #Params: {}}
 	"team-cache": {kind: "app", namespace: "cache", source: {type: "oci", url: "oci://registry.example.com/team/cache", tag: "1.2.3"}, #Params: {}}
 }
 `
@@ -48,6 +49,7 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.repo.Spec.Catalog = &scribev1.CatalogSource{Kind: "GitRepository", Name: "team-catalog", Path: "./catalog"}
+	f.repo.Spec.AllowedNamespaces = []string{"cache", "demo"}
 	f.startExperimentController(t)
 	exp := hubExperiment(f.ns, "cache-test")
 	exp.Spec.Workflow = nil
@@ -108,4 +110,46 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 	if file := f.fileAt(t, e.Status.Revision, "clusters/dev/"+f.ns+"/experiment/"+exp.Name+"/ocirepository-"+exp.Name+"-app-team-cache.yaml"); !strings.Contains(file, "oci://registry.example.com/team/cache") {
 		t.Fatalf("the committed component source is not the user catalog's:\n%s", file)
 	}
+}
+
+// TestRepositoryCatalogPastItsBound: a Repository's catalog whose CUE runs
+// away (the issue's list.Range) is evaluated in the bounded checker, not in
+// the controller: CatalogReady turns False with CatalogInvalid saying which
+// bound it exceeded, and the controller goes on serving.
+func TestRepositoryCatalogPastItsBound(t *testing.T) {
+	f := newFixture(t)
+	blob, digest := controller.Artifact(t, map[string]string{"catalog/entries.cue": "package catalog\n\nimport \"list\"\n\nentries: {}\nx: list.Range(0, 5e7, 1)\n"})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(blob) }))
+	t.Cleanup(srv.Close)
+
+	src := &sourcev1.GitRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "runaway", Namespace: f.ns},
+		Spec:       sourcev1.GitRepositorySpec{URL: "https://git.example.com/team/catalog", Interval: metav1.Duration{Duration: time.Minute}},
+	}
+	if err := f.e.c.Create(f.ctx(), src); err != nil {
+		t.Fatal(err)
+	}
+	const revision = "main@sha1:2222222222222222222222222222222222222222"
+	src.Status.ObservedGeneration = src.Generation
+	src.Status.Artifact = &meta.Artifact{Path: "gitrepository/runaway.tar.gz", URL: srv.URL + "/runaway.tar.gz", Revision: revision, Digest: digest, LastUpdateTime: metav1.Now()}
+	src.Status.Conditions = []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason,
+		Message: "stored artifact for revision " + revision, ObservedGeneration: src.Generation, LastTransitionTime: metav1.Now()}}
+	if err := f.e.c.Status().Update(f.ctx(), src); err != nil {
+		t.Fatal(err)
+	}
+	f.repo.Spec.Catalog = &scribev1.CatalogSource{Kind: "GitRepository", Name: "runaway", Path: "./catalog"}
+	f.startExperimentController(t)
+
+	repo := &scribev1.Repository{}
+	waitForLong(t, 90*time.Second, 200*time.Millisecond, "CatalogReady False with CatalogInvalid naming the bound", func() (bool, string) {
+		if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "default"}, repo); err != nil {
+			return false, err.Error()
+		}
+		c := apimeta.FindStatusCondition(repo.Status.Conditions, scribev1.CatalogReadyCondition)
+		if c == nil {
+			return false, "no CatalogReady condition"
+		}
+		return c.Status == metav1.ConditionFalse && c.Reason == controller.ReasonCatalogInvalid &&
+			(strings.Contains(c.Message, "memory limit") || strings.Contains(c.Message, "timeout")), c.Reason + ": " + c.Message
+	})
 }

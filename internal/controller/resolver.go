@@ -104,6 +104,12 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 	if name := repo.Spec.Applier.Name; name != "" {
 		in.Applier.Name = name
 	}
+	// Flux's multi-tenancy lockdown: the rendered Kustomizations and
+	// HelmReleases apply as this service account (Argo CD has none).
+	if in.Applier.Kind == scribev1.ApplierFlux {
+		in.Applier.ServiceAccountName = repo.Spec.Applier.ServiceAccountName
+	}
+	in.AllowedNamespaces = repo.Spec.AllowedNamespaces
 	var err error
 	switch {
 	case repo.Spec.Git != nil:

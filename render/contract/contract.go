@@ -38,6 +38,11 @@ type Publish struct {
 	// Path in the repository under which `<namespace>/<kind>/<name>/` lives.
 	Path    string  `json:"path"`
 	Applier Applier `json:"applier"`
+	// AllowedNamespaces are the namespaces, besides an Experiment's own,
+	// that a component from a user catalog may install into through its
+	// entry's namespace (the Repository's spec.allowedNamespaces). Render
+	// checks them; the templates do not read them.
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
 }
 
 // Applier is the GitOps tool that applies the bundle.
@@ -60,6 +65,11 @@ type Applier struct {
 	// artifact of the sources Scribe asks to reconcile, not of every
 	// Kustomization in the repository.
 	FluxSource *FluxGitSource `json:"fluxSource,omitempty"`
+	// ServiceAccountName, when set (Flux), is the service account every
+	// rendered Flux Kustomization and HelmRelease applies as, in its own
+	// namespace (the Repository's spec.applier.serviceAccountName): Flux's
+	// multi-tenancy lockdown, instead of the controllers' own rights.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // FluxGitSource is what each per-CR Flux GitRepository copies from the
