@@ -14,6 +14,7 @@ import (
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
 	cuejson "cuelang.org/go/encoding/json"
+	yamlv2 "go.yaml.in/yaml/v2"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -169,8 +170,11 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	}
 	name = objectName(obj)
 
+	// The apiserver validates metadata before the CRD's schema.
+	errs := validateCRMetadata(md)
 	v := e.validators[scribev1.GroupVersion.Group+"/"+scribev1.GroupVersion.Version+"/"+kind]
-	if errs := v.validate(ctx, obj); len(errs) > 0 {
+	errs = append(errs, v.validate(ctx, obj)...)
+	if len(errs) > 0 {
 		return nil, &InputError{Object: name, Errors: errs}
 	}
 	data, err := json.Marshal(obj)
@@ -181,6 +185,12 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(typed); err != nil {
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "", Message: err.Error()}}}
+	}
+	// What the CRD cannot say: checked in Go before any template runs.
+	if x, ok := typed.(*scribev1.Experiment); ok {
+		if errs := dependsCycles(x); len(errs) > 0 {
+			return nil, &InputError{Object: name, Errors: errs}
+		}
 	}
 	return &decoded{obj: obj, typed: typed, kind: kind, name: name}, nil
 }
@@ -264,10 +274,11 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	rendered := map[string][]byte{}
 	byKey := make(map[string]scribev1.ObjectIdentity, len(values))
 	for i, val := range values {
-		id, data, err := e.checkObject(name, val)
+		c, err := e.checkObject(name, d.obj, val)
 		if err != nil {
 			return nil, err
 		}
+		id, data := c.id, c.data
 		if id.Namespace != ns {
 			return nil, fmt.Errorf("render %s: %s %s is in namespace %q: a CR renders only into its own namespace", name, id.Kind, id.Name, id.Namespace)
 		}
@@ -279,22 +290,26 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		b.Objects = append(b.Objects, id)
 		byKey[keys[i]] = id
 	}
-	syncID, syncData, err := e.checkObject(name, sync)
+	syncObj, err := e.checkObject(name, d.obj, sync)
 	if err != nil {
 		return nil, err
 	}
+	syncID, syncData := syncObj.id, syncObj.data
 	b.Sync = syncID
 	if src := filled.LookupPath(cue.ParsePath("syncSource")); src.Exists() {
-		srcID, srcData, err := e.checkObject(name, src)
+		srcObj, err := e.checkObject(name, d.obj, src)
 		if err != nil {
 			return nil, err
 		}
+		srcID := srcObj.id
 		if srcID.Namespace != syncID.Namespace {
 			return nil, fmt.Errorf("render %s: template %s: sync source %s/%s is not in the namespace of its %s", name, strings.ToLower(d.kind), srcID.Namespace, srcID.Name, syncID.Kind)
 		}
 		b.SyncSource = &srcID
 		// One file, the source first: the root applier creates both.
-		syncData = append(append(srcData, "---\n"...), syncData...)
+		if syncData, err = yamlStream(srcObj.obj, syncObj.obj); err != nil {
+			return nil, fmt.Errorf("render %s: %s.sync.yaml: %w", name, b.Dir, err)
+		}
 	}
 	if b.ReadBack, err = readBackOf(filled, b.Sync, byKey); err != nil {
 		return nil, fmt.Errorf("render %s: template %s: %w", name, strings.ToLower(d.kind), err)
@@ -347,39 +362,54 @@ func sortFiles(files []File) {
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 }
 
+// checked is a rendered object that passed checkObject.
+type checked struct {
+	id   scribev1.ObjectIdentity
+	obj  map[string]any // the object as JSON data (numbers as json.Number)
+	data []byte         // its YAML, keys sorted
+}
+
 // checkObject validates one rendered object against the closed schema of its
-// kind and returns its identity and YAML with sorted keys.
-func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdentity, []byte, error) {
+// kind and the kube-apiserver's rules for it (apirules.go), and returns its
+// identity, data and YAML with sorted keys. src is the custom resource's
+// JSON, to name the field a refused value came from (nil when there is
+// none).
+func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (checked, error) {
+	id, m, data, err := e.checkObjectData(owner, src, val)
+	return checked{id: id, obj: m, data: data}, err
+}
+
+func (e *Engine) checkObjectData(owner string, src map[string]any, val cue.Value) (scribev1.ObjectIdentity, map[string]any, []byte, error) {
 	var id scribev1.ObjectIdentity
 	var err error
 	if id.APIVersion, err = val.LookupPath(cue.ParsePath("apiVersion")).String(); err != nil {
-		return id, nil, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+		return id, nil, nil, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
 	}
 	if id.Kind, err = val.LookupPath(cue.ParsePath("kind")).String(); err != nil {
-		return id, nil, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+		return id, nil, nil, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
 	}
 	id.Name, _ = val.LookupPath(cue.ParsePath("metadata.name")).String()
 	id.Namespace, _ = val.LookupPath(cue.ParsePath("metadata.namespace")).String()
 	if id.Kind == "Secret" {
-		return id, nil, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
+		return id, nil, nil, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
 	key := id.APIVersion + "/" + id.Kind
 	cs, ok, err := e.schemaCheck(key)
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
+		return id, nil, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
 	}
 	if !ok {
-		return id, nil, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
+		return id, nil, nil, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
 	raw, err := val.MarshalJSON()
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
+		return id, nil, nil, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
-		return id, nil, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
+		return id, nil, nil, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	// Check the object as plain data against the compiled schema of its
 	// kind (schemacheck.go); CUE's own check stays for tests.
@@ -387,7 +417,7 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	if e.cueCheck {
 		reg, err := e.registrySchemas()
 		if err != nil {
-			return id, nil, fmt.Errorf("render %s: %w", owner, err)
+			return id, nil, nil, fmt.Errorf("render %s: %w", owner, err)
 		}
 		errs = e.checkWithCUE(reg[key], raw)
 	} else {
@@ -398,13 +428,36 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 		for _, fe := range errs {
 			msgs = append(msgs, fe.Error())
 		}
-		return id, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
+		return id, nil, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
+	}
+	if vs := apiRules(id.APIVersion, id.Kind, m, len(raw)); len(vs) > 0 {
+		return id, nil, nil, apiRulesError(owner, src, id, vs)
 	}
 	data, err := yaml.Marshal(m)
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
+		return id, nil, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
-	return id, data, nil
+	return id, m, data, nil
+}
+
+// apiRulesError reports what the apiserver would refuse in a rendered
+// object as an error of the custom resource: each line names the CR field
+// the refused value came from, where it is found in the CR, then the
+// rendered object and its field.
+func apiRulesError(owner string, src map[string]any, id scribev1.ObjectIdentity, vs []apiViolation) error {
+	errs := make([]FieldError, 0, len(vs))
+	obj := id.Kind + " " + plainOrQuoted(id.Namespace) + "/" + plainOrQuoted(id.Name)
+	if id.Namespace == "" {
+		obj = id.Kind + " " + plainOrQuoted(id.Name)
+	}
+	for _, v := range vs {
+		msg := "rendered " + obj + " " + v.err.Error() + ": the kube-apiserver refuses it"
+		if v.err.Field == "<object>" {
+			msg = "rendered " + obj + ": " + v.err.ErrorBody()
+		}
+		errs = append(errs, FieldError{Path: locateInCR(src, v.trace, v.prefix), Message: msg})
+	}
+	return &InputError{Object: owner, Errors: errs}
 }
 
 // checkWithCUE is the check the compiled schemas replace: the object's
@@ -512,8 +565,8 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
 	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(cue.ParsePath("sync"))
-	id, _, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, sync)
-	return id, err
+	c, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, nil, sync)
+	return c.id, err
 }
 
 // dataValue is the CUE value of JSON data. It is built as an expression,
@@ -526,4 +579,29 @@ func dataValue(ctx *cue.Context, data []byte) cue.Value {
 		return ctx.CompileBytes(data) // reports the syntax error
 	}
 	return ctx.BuildExpr(expr)
+}
+
+// yamlStream encodes objects as one YAML stream, `---` between documents,
+// each document as sigs.k8s.io/yaml.Marshal writes it (through JSON, keys
+// sorted).
+func yamlStream(objs ...map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yamlv2.NewEncoder(&buf)
+	for i, o := range objs {
+		raw, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		var doc any
+		if err := yamlv2.Unmarshal(raw, &doc); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if err := enc.Encode(doc); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
