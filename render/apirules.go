@@ -267,9 +267,10 @@ func podSpecRules(spec map[string]any, at *field.Path) []apiViolation {
 }
 
 // traced turns the errors of a map validation (labels, annotations,
-// nodeSelector) into violations traced by their key: the path ends in the
-// key, and an invalid value is traced by itself.
+// nodeSelector) into violations, each traced by the invalid key or value
+// it names, sorted (the validation walks the map in random order).
 func traced(errs field.ErrorList) []apiViolation {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	out := make([]apiViolation, 0, len(errs))
 	for _, e := range errs {
 		trace, _ := e.BadValue.(string)

@@ -26,7 +26,10 @@ func validateCRMetadata(md map[string]any) []FieldError {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &om); err != nil {
 		return []FieldError{{Path: "metadata", Message: fmt.Sprintf("Invalid value: %v", err)}}
 	}
-	return fieldErrors(apimachineryvalidation.ValidateObjectMetaAccessor(&om, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata")))
+	errs := fieldErrors(apimachineryvalidation.ValidateObjectMetaAccessor(&om, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata")))
+	// Labels and annotations are validated in map order.
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
 }
 
 // validateListSetsAndMaps is the apiserver's check that the items of
