@@ -208,7 +208,9 @@ func TestDependsCyclesAreNamed(t *testing.T) {
 // of one encoder byte for byte as sigs.k8s.io/yaml.Marshal writes each,
 // `---` between them, whatever the strings hold.
 func TestYAMLStreamWritesWhatMarshalWrites(t *testing.T) {
-	a := jsonObject(t, `{"kind":"GitRepository","metadata":{"name":"x"},"spec":{"interval":"1m","n":3,"f":1.5,"s":"line1\n---\nkind: Secret","list":[{"a":1},"b"],"empty":{},"e":""}}`)
+	a := jsonObject(t, `{"kind":"GitRepository","metadata":{"name":"x"},"spec":{"interval":"1m","n":3,"f":1.5,"s":"line1\n---\nkind: Secret","list":[{"a":1},"b"],"empty":{},"e":"",
+		"numbers":[-7,0,-0,1.0,1e3,1e-7,0.1,2.5e+20,9223372036854775807,9223372036854775808,18446744073709551615,-9223372036854775808],
+		"strings":["80","true","null","~","a: b","<&>","é\u00e9","- x","10:30","0x1F","1_000"]}}`)
 	b := jsonObject(t, `{"kind":"Kustomization","spec":{"path":"./demo","prune":true,"n":null,"q":"'quoted' \"x\""}}`)
 	got, err := yamlStream(a, b)
 	if err != nil {

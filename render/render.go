@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -433,7 +434,7 @@ func (e *Engine) checkObjectData(owner string, src map[string]any, val cue.Value
 	if vs := apiRules(id.APIVersion, id.Kind, m, len(raw)); len(vs) > 0 {
 		return id, nil, nil, apiRulesError(owner, src, id, vs)
 	}
-	data, err := yaml.Marshal(m)
+	data, err := yamlStream(m)
 	if err != nil {
 		return id, nil, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
@@ -581,19 +582,17 @@ func dataValue(ctx *cue.Context, data []byte) cue.Value {
 	return ctx.BuildExpr(expr)
 }
 
-// yamlStream encodes objects as one YAML stream, `---` between documents,
-// each document as sigs.k8s.io/yaml.Marshal writes it (through JSON, keys
-// sorted).
+// yamlStream encodes JSON objects (decoded with json.Number) as one YAML
+// stream, `---` between documents, each document byte for byte what
+// sigs.k8s.io/yaml.Marshal writes: the same encoder (go.yaml.in/yaml/v2,
+// map keys sorted) given the values its JSON-to-YAML step would have
+// parsed, without the JSON text and its parse in between.
 func yamlStream(objs ...map[string]any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yamlv2.NewEncoder(&buf)
 	for i, o := range objs {
-		raw, err := json.Marshal(o)
+		doc, err := yamlValue(o)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
-		}
-		var doc any
-		if err := yamlv2.Unmarshal(raw, &doc); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 		if err := enc.Encode(doc); err != nil {
@@ -604,4 +603,48 @@ func yamlStream(objs ...map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// yamlValue is v as go.yaml.in/yaml/v2 decodes its JSON: a number is an
+// int when it is a whole number in int64 range, else a uint64, else a
+// float64; everything else is as encoding/json decodes it.
+func yamlValue(v any) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			c, err := yamlValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			c, err := yamlValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case json.Number:
+		s := string(t)
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return int(i), nil
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return u, nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s: %w", s, err)
+		}
+		return f, nil
+	case float64, string, bool, nil:
+		return t, nil
+	}
+	return nil, fmt.Errorf("unexpected %T in JSON data", v)
 }
