@@ -251,10 +251,10 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
 	filled := tmpl.Unify(dataValue(e.ctx, inJSON))
-	if err := filled.LookupPath(cue.ParsePath("input")).Err(); err != nil {
+	if err := filled.LookupPath(fieldPath("input")).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
-	objects := filled.LookupPath(cue.ParsePath("objects"))
+	objects := filled.LookupPath(fieldPath("objects"))
 	var values []cue.Value
 	var keys []string
 	it, err := objects.Fields()
@@ -265,7 +265,7 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		values = append(values, it.Value())
 		keys = append(keys, it.Selector().Unquoted())
 	}
-	sync := filled.LookupPath(cue.ParsePath("sync"))
+	sync := filled.LookupPath(fieldPath("sync"))
 
 	b := &Bundle{
 		Dir:        fmt.Sprintf("%s/%s/%s", ns, strings.ToLower(d.kind), nm),
@@ -297,7 +297,7 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	}
 	syncID, syncData := syncObj.id, syncObj.data
 	b.Sync = syncID
-	if src := filled.LookupPath(cue.ParsePath("syncSource")); src.Exists() {
+	if src := filled.LookupPath(fieldPath("syncSource")); src.Exists() {
 		srcObj, err := e.checkObject(name, d.obj, src)
 		if err != nil {
 			return nil, err
@@ -383,14 +383,14 @@ func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (c
 func (e *Engine) checkObjectData(owner string, src map[string]any, val cue.Value) (scribev1.ObjectIdentity, map[string]any, []byte, error) {
 	var id scribev1.ObjectIdentity
 	var err error
-	if id.APIVersion, err = val.LookupPath(cue.ParsePath("apiVersion")).String(); err != nil {
+	if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
 		return id, nil, nil, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
 	}
-	if id.Kind, err = val.LookupPath(cue.ParsePath("kind")).String(); err != nil {
+	if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
 		return id, nil, nil, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
 	}
-	id.Name, _ = val.LookupPath(cue.ParsePath("metadata.name")).String()
-	id.Namespace, _ = val.LookupPath(cue.ParsePath("metadata.namespace")).String()
+	id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
+	id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	if id.Kind == "Secret" {
 		return id, nil, nil, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
@@ -513,7 +513,7 @@ func canonicalJSON(v any) ([]byte, error) {
 // object under is a template error.
 func readBackOf(filled cue.Value, sync scribev1.ObjectIdentity, byKey map[string]scribev1.ObjectIdentity) (contract.ReadBack, error) {
 	var rb contract.ReadBack
-	raw, err := filled.LookupPath(cue.ParsePath("readBack")).MarshalJSON()
+	raw, err := filled.LookupPath(fieldPath("readBack")).MarshalJSON()
 	if err != nil {
 		return rb, fmt.Errorf("readBack: %s", cueerrors.Details(err, nil))
 	}
@@ -565,7 +565,7 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if err != nil {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
-	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(cue.ParsePath("sync"))
+	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(fieldPath("sync"))
 	c, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, nil, sync)
 	return c.id, err
 }
@@ -647,4 +647,14 @@ func yamlValue(v any) (any, error) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("unexpected %T in JSON data", v)
+}
+
+// fieldPath is the CUE path of regular fields: cue.ParsePath parses its
+// argument as a CUE expression on every call, a few percent of a render.
+func fieldPath(names ...string) cue.Path {
+	sels := make([]cue.Selector, len(names))
+	for i, n := range names {
+		sels[i] = cue.Str(n)
+	}
+	return cue.MakePath(sels...)
 }
