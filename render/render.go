@@ -376,41 +376,36 @@ type checked struct {
 // JSON, to name the field a refused value came from (nil when there is
 // none).
 func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (checked, error) {
-	id, m, data, err := e.checkObjectData(owner, src, val)
-	return checked{id: id, obj: m, data: data}, err
-}
-
-func (e *Engine) checkObjectData(owner string, src map[string]any, val cue.Value) (scribev1.ObjectIdentity, map[string]any, []byte, error) {
 	var id scribev1.ObjectIdentity
 	var err error
 	if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
-		return id, nil, nil, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+		return checked{id: id}, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
 	}
 	if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
-		return id, nil, nil, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+		return checked{id: id}, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
 	}
 	id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
 	id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	if id.Kind == "Secret" {
-		return id, nil, nil, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
+		return checked{id: id}, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
 	key := id.APIVersion + "/" + id.Kind
 	cs, ok, err := e.schemaCheck(key)
 	if err != nil {
-		return id, nil, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
+		return checked{id: id}, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
 	}
 	if !ok {
-		return id, nil, nil, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
+		return checked{id: id}, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
 	raw, err := val.MarshalJSON()
 	if err != nil {
-		return id, nil, nil, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
+		return checked{id: id}, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
-		return id, nil, nil, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
+		return checked{id: id}, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	// Check the object as plain data against the compiled schema of its
 	// kind (schemacheck.go); CUE's own check stays for tests.
@@ -418,7 +413,7 @@ func (e *Engine) checkObjectData(owner string, src map[string]any, val cue.Value
 	if e.cueCheck {
 		reg, err := e.registrySchemas()
 		if err != nil {
-			return id, nil, nil, fmt.Errorf("render %s: %w", owner, err)
+			return checked{id: id}, fmt.Errorf("render %s: %w", owner, err)
 		}
 		errs = e.checkWithCUE(reg[key], raw)
 	} else {
@@ -429,16 +424,16 @@ func (e *Engine) checkObjectData(owner string, src map[string]any, val cue.Value
 		for _, fe := range errs {
 			msgs = append(msgs, fe.Error())
 		}
-		return id, nil, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
+		return checked{id: id}, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
 	}
 	if vs := apiRules(id.APIVersion, id.Kind, m, len(raw)); len(vs) > 0 {
-		return id, nil, nil, apiRulesError(owner, src, id, vs)
+		return checked{id: id}, apiRulesError(owner, src, id, vs)
 	}
 	data, err := yamlStream(m)
 	if err != nil {
-		return id, nil, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
+		return checked{id: id}, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
-	return id, m, data, nil
+	return checked{id: id, obj: m, data: data}, nil
 }
 
 // apiRulesError reports what the apiserver would refuse in a rendered
