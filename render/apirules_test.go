@@ -259,3 +259,32 @@ func TestObjectsFromYAMLRefusesDuplicateKeys(t *testing.T) {
 		})
 	}
 }
+
+func TestDuplicateComponentsOfATargetAreNamed(t *testing.T) {
+	target := func(name string, cs ...scribev1.Component) scribev1.Target {
+		return scribev1.Target{Name: name, Components: cs}
+	}
+	app := func(n string) scribev1.Component { return scribev1.Component{App: n} }
+	wf := func(n string) scribev1.Component { return scribev1.Component{Workflow: n} }
+	cases := []struct {
+		name    string
+		targets []scribev1.Target
+		want    []string
+	}{
+		{"distinct", []scribev1.Target{target("a", app("x"), app("y"), wf("x"))}, nil},
+		{"the same component in two targets", []scribev1.Target{target("a", app("x")), target("b", app("x"))}, nil},
+		{"twice in one target", []scribev1.Target{target("a", app("x")), target("b", app("y"), wf("z"), app("y"), app("y"))},
+			[]string{`spec.targets[1].components[2].app: Duplicate value: "y"`, `spec.targets[1].components[3].app: Duplicate value: "y"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, e := range duplicateComponents(&scribev1.Experiment{Spec: scribev1.ExperimentSpec{Targets: tc.targets}}) {
+				got = append(got, e.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

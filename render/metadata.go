@@ -124,6 +124,27 @@ func dependsCycles(x *scribev1.Experiment) []FieldError {
 	return out
 }
 
+// duplicateComponents reports a component named twice in one target
+// (spec.targets[].components is an atomic list, so the CRD cannot): the
+// template would merge the two into one delivery, or fail on a conflict
+// between their params at a template line.
+func duplicateComponents(x *scribev1.Experiment) []FieldError {
+	var out []FieldError
+	for i, t := range x.Spec.Targets {
+		seen := map[string]bool{}
+		for j, c := range t.Components {
+			kind, name := componentRef(c)
+			key := string(kind) + "/" + name
+			if seen[key] {
+				p := field.NewPath("spec", "targets").Index(i).Child("components").Index(j).Child(string(kind))
+				out = append(out, fieldErrors(field.ErrorList{field.Duplicate(p, name)})...)
+			}
+			seen[key] = true
+		}
+	}
+	return out
+}
+
 // canonicalCycle names a cycle (first node repeated at the end)
 // independently of where it was entered.
 func canonicalCycle(cycle []string) string {

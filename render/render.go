@@ -189,7 +189,7 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	}
 	// What the CRD cannot say: checked in Go before any template runs.
 	if x, ok := typed.(*scribev1.Experiment); ok {
-		if errs := dependsCycles(x); len(errs) > 0 {
+		if errs := append(dependsCycles(x), duplicateComponents(x)...); len(errs) > 0 {
 			return nil, &InputError{Object: name, Errors: errs}
 		}
 	}
