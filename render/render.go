@@ -182,6 +182,9 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", name, err)
 	}
+	if len(data) > maxObjectBytes {
+		return nil, &InputError{Object: name, Errors: []FieldError{{Message: fmt.Sprintf("the custom resource is %d bytes as JSON, over the %d bytes the apiserver stores", len(data), maxObjectBytes)}}}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(typed); err != nil {
