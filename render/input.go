@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -97,17 +98,21 @@ func ObjectFromClient(obj client.Object) (map[string]any, error) {
 }
 
 // ObjectsFromYAML splits a YAML stream into custom resources. Empty
-// documents are skipped.
+// documents are skipped. A key given twice in one mapping is an error
+// naming the key and the document: YAML parsers disagree on which value
+// wins, so the apiserver (which refuses it too) and Scribe could read
+// different objects.
 func ObjectsFromYAML(data []byte) ([]map[string]any, error) {
 	var out []map[string]any
 	for i, doc := range splitYAML(string(data)) {
-		if strings.TrimSpace(doc) == "" {
+		if strings.TrimSpace(doc.text) == "" {
 			continue
 		}
 		// Integers decode as int64 and other numbers as float64, as in the apiserver.
-		js, err := yaml.YAMLToJSON([]byte(doc))
+		js, err := yaml.YAMLToJSONStrict([]byte(doc.text))
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
+			// The parser counts lines from the document's start.
+			return nil, fmt.Errorf("document %d (from line %d): %w", i+1, doc.line, err)
 		}
 		var m map[string]any
 		if err := utiljson.Unmarshal(js, &m); err != nil {
@@ -121,26 +126,55 @@ func ObjectsFromYAML(data []byte) ([]map[string]any, error) {
 	return out, nil
 }
 
+// yamlDoc is one document of a stream and the line it starts at.
+type yamlDoc struct {
+	text string
+	line int
+}
+
 // splitYAML splits a stream at `---` document separators.
-func splitYAML(s string) []string {
-	var docs []string
+func splitYAML(s string) []yamlDoc {
+	var docs []yamlDoc
 	var cur strings.Builder
-	for _, line := range strings.SplitAfter(s, "\n") {
+	start := 1
+	for n, line := range strings.SplitAfter(s, "\n") {
 		if strings.TrimRight(line, " \t\r\n") == "---" {
-			docs = append(docs, cur.String())
+			docs = append(docs, yamlDoc{text: cur.String(), line: start})
 			cur.Reset()
+			start = n + 2
 			continue
 		}
 		cur.WriteString(line)
 	}
-	return append(docs, cur.String())
+	return append(docs, yamlDoc{text: cur.String(), line: start})
 }
 
-// objectName returns Kind/namespace/name of a JSON-shaped object.
+// objectName returns Kind/namespace/name of a JSON-shaped object, for
+// messages: a part that is not a plain name (a newline, a quote, a slash)
+// is quoted, so an invalid name cannot forge lines of the message.
 func objectName(obj map[string]any) string {
 	kind, _ := obj["kind"].(string)
 	md, _ := obj["metadata"].(map[string]any)
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
-	return kind + "/" + ns + "/" + name
+	return plainOrQuoted(kind) + "/" + plainOrQuoted(ns) + "/" + plainOrQuoted(name)
+}
+
+// plainOrQuoted returns s when it holds only letters, digits, '-', '.' and
+// '_' (and is not made of dots alone), else s quoted as a Go string.
+func plainOrQuoted(s string) string {
+	dots := true
+	for _, r := range s {
+		switch {
+		case r == '.':
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			dots = false
+		default:
+			return strconv.Quote(s)
+		}
+	}
+	if dots && s != "" {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
 	cuejson "cuelang.org/go/encoding/json"
+	yamlv2 "go.yaml.in/yaml/v2"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -169,18 +171,30 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	}
 	name = objectName(obj)
 
+	// The apiserver validates metadata before the CRD's schema.
+	errs := validateCRMetadata(md)
 	v := e.validators[scribev1.GroupVersion.Group+"/"+scribev1.GroupVersion.Version+"/"+kind]
-	if errs := v.validate(ctx, obj); len(errs) > 0 {
+	errs = append(errs, v.validate(ctx, obj)...)
+	if len(errs) > 0 {
 		return nil, &InputError{Object: name, Errors: errs}
 	}
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", name, err)
 	}
+	if len(data) > maxObjectBytes {
+		return nil, &InputError{Object: name, Errors: []FieldError{{Message: fmt.Sprintf("the custom resource is %d bytes as JSON, over the %d bytes the apiserver stores", len(data), maxObjectBytes)}}}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(typed); err != nil {
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "", Message: err.Error()}}}
+	}
+	// What the CRD cannot say: checked in Go before any template runs.
+	if x, ok := typed.(*scribev1.Experiment); ok {
+		if errs := append(dependsCycles(x), duplicateComponents(x)...); len(errs) > 0 {
+			return nil, &InputError{Object: name, Errors: errs}
+		}
 	}
 	return &decoded{obj: obj, typed: typed, kind: kind, name: name}, nil
 }
@@ -240,10 +254,10 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
 	filled := tmpl.Unify(dataValue(e.ctx, inJSON))
-	if err := filled.LookupPath(cue.ParsePath("input")).Err(); err != nil {
+	if err := filled.LookupPath(fieldPath("input")).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
-	objects := filled.LookupPath(cue.ParsePath("objects"))
+	objects := filled.LookupPath(fieldPath("objects"))
 	var values []cue.Value
 	var keys []string
 	it, err := objects.Fields()
@@ -254,7 +268,7 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		values = append(values, it.Value())
 		keys = append(keys, it.Selector().Unquoted())
 	}
-	sync := filled.LookupPath(cue.ParsePath("sync"))
+	sync := filled.LookupPath(fieldPath("sync"))
 
 	b := &Bundle{
 		Dir:        fmt.Sprintf("%s/%s/%s", ns, strings.ToLower(d.kind), nm),
@@ -264,10 +278,11 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	rendered := map[string][]byte{}
 	byKey := make(map[string]scribev1.ObjectIdentity, len(values))
 	for i, val := range values {
-		id, data, err := e.checkObject(name, val)
+		c, err := e.checkObject(name, d.obj, val)
 		if err != nil {
 			return nil, err
 		}
+		id, data := c.id, c.data
 		if id.Namespace != ns {
 			return nil, fmt.Errorf("render %s: %s %s is in namespace %q: a CR renders only into its own namespace", name, id.Kind, id.Name, id.Namespace)
 		}
@@ -279,22 +294,26 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		b.Objects = append(b.Objects, id)
 		byKey[keys[i]] = id
 	}
-	syncID, syncData, err := e.checkObject(name, sync)
+	syncObj, err := e.checkObject(name, d.obj, sync)
 	if err != nil {
 		return nil, err
 	}
+	syncID, syncData := syncObj.id, syncObj.data
 	b.Sync = syncID
-	if src := filled.LookupPath(cue.ParsePath("syncSource")); src.Exists() {
-		srcID, srcData, err := e.checkObject(name, src)
+	if src := filled.LookupPath(fieldPath("syncSource")); src.Exists() {
+		srcObj, err := e.checkObject(name, d.obj, src)
 		if err != nil {
 			return nil, err
 		}
+		srcID := srcObj.id
 		if srcID.Namespace != syncID.Namespace {
 			return nil, fmt.Errorf("render %s: template %s: sync source %s/%s is not in the namespace of its %s", name, strings.ToLower(d.kind), srcID.Namespace, srcID.Name, syncID.Kind)
 		}
 		b.SyncSource = &srcID
 		// One file, the source first: the root applier creates both.
-		syncData = append(append(srcData, "---\n"...), syncData...)
+		if syncData, err = yamlStream(srcObj.obj, syncObj.obj); err != nil {
+			return nil, fmt.Errorf("render %s: %s.sync.yaml: %w", name, b.Dir, err)
+		}
 	}
 	if b.ReadBack, err = readBackOf(filled, b.Sync, byKey); err != nil {
 		return nil, fmt.Errorf("render %s: template %s: %w", name, strings.ToLower(d.kind), err)
@@ -347,39 +366,49 @@ func sortFiles(files []File) {
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 }
 
+// checked is a rendered object that passed checkObject.
+type checked struct {
+	id   scribev1.ObjectIdentity
+	obj  map[string]any // the object as JSON data (numbers as json.Number)
+	data []byte         // its YAML, keys sorted
+}
+
 // checkObject validates one rendered object against the closed schema of its
-// kind and returns its identity and YAML with sorted keys.
-func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdentity, []byte, error) {
+// kind and the kube-apiserver's rules for it (apirules.go), and returns its
+// identity, data and YAML with sorted keys. src is the custom resource's
+// JSON, to name the field a refused value came from (nil when there is
+// none).
+func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (checked, error) {
 	var id scribev1.ObjectIdentity
 	var err error
-	if id.APIVersion, err = val.LookupPath(cue.ParsePath("apiVersion")).String(); err != nil {
-		return id, nil, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+	if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
+		return checked{id: id}, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
 	}
-	if id.Kind, err = val.LookupPath(cue.ParsePath("kind")).String(); err != nil {
-		return id, nil, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+	if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
+		return checked{id: id}, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
 	}
-	id.Name, _ = val.LookupPath(cue.ParsePath("metadata.name")).String()
-	id.Namespace, _ = val.LookupPath(cue.ParsePath("metadata.namespace")).String()
+	id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
+	id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	if id.Kind == "Secret" {
-		return id, nil, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
+		return checked{id: id}, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
 	key := id.APIVersion + "/" + id.Kind
 	cs, ok, err := e.schemaCheck(key)
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
+		return checked{id: id}, fmt.Errorf("render %s: schema of %s %s: %w", owner, id.APIVersion, id.Kind, err)
 	}
 	if !ok {
-		return id, nil, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
+		return checked{id: id}, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
 	raw, err := val.MarshalJSON()
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
+		return checked{id: id}, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
-		return id, nil, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
+		return checked{id: id}, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	// Check the object as plain data against the compiled schema of its
 	// kind (schemacheck.go); CUE's own check stays for tests.
@@ -387,7 +416,7 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 	if e.cueCheck {
 		reg, err := e.registrySchemas()
 		if err != nil {
-			return id, nil, fmt.Errorf("render %s: %w", owner, err)
+			return checked{id: id}, fmt.Errorf("render %s: %w", owner, err)
 		}
 		errs = e.checkWithCUE(reg[key], raw)
 	} else {
@@ -398,13 +427,36 @@ func (e *Engine) checkObject(owner string, val cue.Value) (scribev1.ObjectIdenti
 		for _, fe := range errs {
 			msgs = append(msgs, fe.Error())
 		}
-		return id, nil, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
+		return checked{id: id}, fmt.Errorf("render %s: rendered %s %s/%s does not match its schema:\n  %s", owner, id.Kind, id.Namespace, id.Name, strings.Join(msgs, "\n  "))
 	}
-	data, err := yaml.Marshal(m)
+	if vs := apiRules(id.APIVersion, id.Kind, m, len(raw)); len(vs) > 0 {
+		return checked{id: id}, apiRulesError(owner, src, id, vs)
+	}
+	data, err := yamlStream(m)
 	if err != nil {
-		return id, nil, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
+		return checked{id: id}, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
-	return id, data, nil
+	return checked{id: id, obj: m, data: data}, nil
+}
+
+// apiRulesError reports what the apiserver would refuse in a rendered
+// object as an error of the custom resource: each line names the CR field
+// the refused value came from, where it is found in the CR, then the
+// rendered object and its field.
+func apiRulesError(owner string, src map[string]any, id scribev1.ObjectIdentity, vs []apiViolation) error {
+	errs := make([]FieldError, 0, len(vs))
+	obj := id.Kind + " " + plainOrQuoted(id.Namespace) + "/" + plainOrQuoted(id.Name)
+	if id.Namespace == "" {
+		obj = id.Kind + " " + plainOrQuoted(id.Name)
+	}
+	for _, v := range vs {
+		msg := "rendered " + obj + " " + v.err.Error() + ": the kube-apiserver refuses it"
+		if v.err.Field == "<object>" {
+			msg = "rendered " + obj + ": " + v.err.ErrorBody()
+		}
+		errs = append(errs, FieldError{Path: locateInCR(src, v.trace, v.prefix), Message: msg})
+	}
+	return &InputError{Object: owner, Errors: errs}
 }
 
 // checkWithCUE is the check the compiled schemas replace: the object's
@@ -459,7 +511,7 @@ func canonicalJSON(v any) ([]byte, error) {
 // object under is a template error.
 func readBackOf(filled cue.Value, sync scribev1.ObjectIdentity, byKey map[string]scribev1.ObjectIdentity) (contract.ReadBack, error) {
 	var rb contract.ReadBack
-	raw, err := filled.LookupPath(cue.ParsePath("readBack")).MarshalJSON()
+	raw, err := filled.LookupPath(fieldPath("readBack")).MarshalJSON()
 	if err != nil {
 		return rb, fmt.Errorf("readBack: %s", cueerrors.Details(err, nil))
 	}
@@ -511,9 +563,9 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if err != nil {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
-	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(cue.ParsePath("sync"))
-	id, _, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, sync)
-	return id, err
+	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(fieldPath("sync"))
+	c, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, nil, sync)
+	return c.id, err
 }
 
 // dataValue is the CUE value of JSON data. It is built as an expression,
@@ -526,4 +578,81 @@ func dataValue(ctx *cue.Context, data []byte) cue.Value {
 		return ctx.CompileBytes(data) // reports the syntax error
 	}
 	return ctx.BuildExpr(expr)
+}
+
+// yamlStream encodes JSON objects (decoded with json.Number) as one YAML
+// stream, `---` between documents, each document byte for byte what
+// sigs.k8s.io/yaml.Marshal writes: the same encoder (go.yaml.in/yaml/v2,
+// map keys sorted) given the values its JSON-to-YAML step would have
+// parsed, without the JSON text and its parse in between.
+func yamlStream(objs ...map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yamlv2.NewEncoder(&buf)
+	for i, o := range objs {
+		doc, err := yamlValue(o)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if err := enc.Encode(doc); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// yamlValue is v as go.yaml.in/yaml/v2 decodes its JSON: a number is an
+// int when it is a whole number in int64 range, else a uint64, else a
+// float64; everything else is as encoding/json decodes it.
+func yamlValue(v any) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			c, err := yamlValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			c, err := yamlValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case json.Number:
+		s := string(t)
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return int(i), nil
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return u, nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s: %w", s, err)
+		}
+		return f, nil
+	case float64, string, bool, nil:
+		return t, nil
+	}
+	return nil, fmt.Errorf("unexpected %T in JSON data", v)
+}
+
+// fieldPath is the CUE path of regular fields: cue.ParsePath parses its
+// argument as a CUE expression on every call, a few percent of a render.
+func fieldPath(names ...string) cue.Path {
+	sels := make([]cue.Selector, len(names))
+	for i, n := range names {
+		sels[i] = cue.Str(n)
+	}
+	return cue.MakePath(sels...)
 }

@@ -110,6 +110,8 @@ func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldE
 	// before schema validation and CEL rules run.
 	defaulting.Default(obj, v.structural)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, v.schema)...)
+	// Like the apiserver's strategy: items of set and map lists are unique.
+	out = append(out, v.validateListSetsAndMaps(obj)...)
 	if len(out) == 0 && len(errs) == 0 && v.cel != nil {
 		celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 		errs = append(errs, celErrs...)
