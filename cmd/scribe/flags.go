@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -51,6 +50,11 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 }
 
 func (f *renderFlags) publish() (render.Publish, error) {
+	clean, err := cleanRepoPath(f.path)
+	if err != nil {
+		return render.Publish{}, err
+	}
+	f.path = clean
 	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: scribev1.ApplierKind(f.applier), Namespace: f.applierNS, Name: f.sourceName, SourceKind: contract.SourceKind(f.sourceKind), RepoURL: f.repoURL, Revision: f.revision}}
 	switch p.Applier.Kind {
 	case scribev1.ApplierFlux:
@@ -82,7 +86,9 @@ func (f *renderFlags) publish() (render.Publish, error) {
 }
 
 // renderAll loads every CR named by --file and renders it. All input errors
-// are collected and returned together.
+// are collected and returned together. It stops with the context's cause
+// when ctx is done (SIGINT, SIGTERM): the read loop, the feeding loop and
+// every worker check it between documents.
 func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	pub, err := f.publish()
 	if err != nil {
@@ -114,9 +120,9 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	}
 	var docs []*doc
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := readInput(ctx, file)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", file, err)
+			return nil, err
 		}
 		objs, err := render.ObjectsFromYAML(data)
 		if err != nil {
@@ -127,22 +133,37 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 			docs = append(docs, &doc{file: file, obj: obj})
 		}
 	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("--file: no custom resources in %s", strings.Join(files, ", "))
+	}
 	work := make(chan *doc)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(docs)) {
 		wg.Go(func() {
 			for d := range work {
+				if ctx.Err() != nil {
+					continue
+				}
 				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
 			}
 		})
 	}
+feed:
 	for _, d := range docs {
-		if d.err == nil {
-			work <- d
+		if d.err != nil {
+			continue
+		}
+		select {
+		case work <- d:
+		case <-ctx.Done():
+			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("render stopped: %w", context.Cause(ctx))
+	}
 
 	var bundles []*render.Bundle
 	var problems []string
@@ -160,6 +181,9 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 		seen[b.Dir] = d.file
 		bundles = append(bundles, b)
 	}
+	if len(problems) == 0 {
+		problems = collisions(bundles)
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
@@ -167,37 +191,54 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	return bundles, nil
 }
 
-// expandFiles turns files and directories into a sorted list of manifest files.
-func expandFiles(args []string) ([]string, error) {
-	var out []string
-	for _, a := range args {
-		st, err := os.Stat(a)
-		if err != nil {
-			return nil, fmt.Errorf("--file: %w", err)
+// collisions finds objects that two different custom resources would both
+// render: same API group, kind, namespace and name (the version does not
+// tell objects apart in the apiserver). Each is one problem naming both
+// custom resources and the object.
+func collisions(bundles []*render.Bundle) []string {
+	type owner struct {
+		src scribev1.ObjectIdentity
+		obj scribev1.ObjectIdentity
+	}
+	key := func(o scribev1.ObjectIdentity) string {
+		group := ""
+		if i := strings.LastIndex(o.APIVersion, "/"); i >= 0 {
+			group = o.APIVersion[:i]
 		}
-		if !st.IsDir() {
-			out = append(out, a)
-			continue
+		return strings.Join([]string{group, o.Kind, o.Namespace, o.Name}, "\x00")
+	}
+	srcName := func(s scribev1.ObjectIdentity) string {
+		return fmt.Sprintf("%s %s/%s", s.Kind, s.Namespace, s.Name)
+	}
+	seen := map[string]owner{}
+	var problems []string
+	for _, b := range bundles {
+		objs := append([]scribev1.ObjectIdentity{b.Sync}, b.Objects...)
+		if b.SyncSource != nil {
+			objs = append(objs, *b.SyncSource)
 		}
-		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
+		mine := map[string]bool{}
+		for _, o := range objs {
+			if o.Kind == "" || o.Name == "" {
+				continue
 			}
-			switch strings.ToLower(filepath.Ext(p)) {
-			case ".yaml", ".yml", ".json":
-				if !d.IsDir() {
-					out = append(out, p)
-				}
+			k := key(o)
+			if mine[k] {
+				continue
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("--file %s: %w", a, err)
+			mine[k] = true
+			prev, dup := seen[k]
+			if !dup {
+				seen[k] = owner{src: b.Source, obj: o}
+				continue
+			}
+			obj := o.Kind + " " + o.Name
+			if o.Namespace != "" {
+				obj = o.Kind + " " + o.Namespace + "/" + o.Name
+			}
+			problems = append(problems, fmt.Sprintf("%s (%s) would be rendered by both %s and %s: objects of different custom resources must not share kind, namespace and name",
+				obj, o.APIVersion, srcName(prev.src), srcName(b.Source)))
 		}
 	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--file: no *.yaml, *.yml or *.json files in %s", strings.Join(args, ", "))
-	}
-	return out, nil
+	return problems
 }

@@ -103,6 +103,11 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 		t.Fatalf("render: exit %d: %s", code, stderr)
 	}
 	want := readTree(t, rendered)
+	// The -o ownership marker is the local directory's, not the repository's.
+	if _, ok := want[publish.OutputMarker]; !ok {
+		t.Errorf("render -o wrote no %s", publish.OutputMarker)
+	}
+	delete(want, publish.OutputMarker)
 	clone := t.TempDir()
 	publishtest.Git(t, "", "clone", "--quiet", "--branch", "main", url, clone)
 	if _, err := os.Stat(filepath.Join(clone, "README.md")); err != nil {

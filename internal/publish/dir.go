@@ -7,20 +7,164 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/scribe-gitops/scribe/render"
 )
 
+// OutputMarker is the file WriteOutputDir writes at the top of a directory
+// it owns. It lists every file Scribe wrote there; a directory holding
+// anything else is not Scribe's to replace.
+const OutputMarker = ".scribe-output"
+
+// maxMarkerSize bounds the marker file read back from a directory.
+const maxMarkerSize = 16 << 20
+
+// outputMarker is the content of OutputMarker.
+type outputMarker struct {
+	// Comment tells a human what the file is for.
+	Comment string `json:"comment"`
+	// Files are the slash paths, relative to the directory, Scribe wrote.
+	Files []string `json:"files"`
+}
+
+const markerComment = "Written by Scribe (render/publish -o). Scribe replaces this directory only while it holds nothing but the files listed here; delete this file to keep Scribe out."
+
+// NotOwnedError says why WriteOutputDir refused a directory.
+type NotOwnedError struct {
+	// Dir is the directory that was refused.
+	Dir string
+	// Reason says what in it is not Scribe's.
+	Reason string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("refusing to write to %s: %s (Scribe writes -o only into a new or empty directory, or one it wrote before, marked by %s)", e.Dir, e.Reason, OutputMarker)
+}
+
+// CheckOutputDir says whether dir may be replaced by WriteOutputDir: it
+// does not exist, is an empty directory, or is a directory holding only
+// OutputMarker and the files that marker lists. Anything else (a regular
+// file, a symbolic link, a checkout with .git, a directory of the user's
+// files) is a *NotOwnedError and nothing is touched.
+func CheckOutputDir(dir string) error {
+	dir = filepath.Clean(dir)
+	st, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", dir, err)
+	}
+	switch {
+	case st.Mode()&fs.ModeSymlink != 0:
+		return &NotOwnedError{Dir: dir, Reason: "it is a symbolic link"}
+	case !st.IsDir():
+		return &NotOwnedError{Dir: dir, Reason: "it exists and is not a directory"}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	for _, e := range entries {
+		if e.Name() == ".git" {
+			return &NotOwnedError{Dir: dir, Reason: "it holds .git (a Git checkout)"}
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer func() { _ = root.Close() }()
+	marker, err := readMarker(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &NotOwnedError{Dir: dir, Reason: "it is not empty and has no " + OutputMarker}
+	}
+	if err != nil {
+		return &NotOwnedError{Dir: dir, Reason: fmt.Sprintf("its %s is unreadable: %v", OutputMarker, err)}
+	}
+	owned := map[string]bool{OutputMarker: true}
+	for _, f := range marker.Files {
+		owned[f] = true
+	}
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read %s: %w", filepath.Join(dir, filepath.FromSlash(p)), err)
+		}
+		if d.IsDir() || owned[p] {
+			return nil
+		}
+		return &NotOwnedError{Dir: dir, Reason: fmt.Sprintf("it holds %s, which Scribe did not write", p)}
+	})
+}
+
+// readMarker reads and decodes the marker at the top of root.
+func readMarker(root *os.Root) (outputMarker, error) {
+	var m outputMarker
+	f, err := root.Open(OutputMarker)
+	if err != nil {
+		return m, err
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return m, err
+	}
+	if !st.Mode().IsRegular() {
+		return m, fmt.Errorf("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxMarkerSize+1))
+	if err != nil {
+		return m, err
+	}
+	if len(data) > maxMarkerSize {
+		return m, fmt.Errorf("larger than %d bytes", maxMarkerSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// WriteOutputDir writes bundles to dir, the directory a user named with -o,
+// atomically (see WriteDir), after CheckOutputDir found dir Scribe's to
+// replace; it writes OutputMarker listing every file. It stops, writing
+// nothing, when ctx is done before the new tree is moved into place.
+func WriteOutputDir(ctx context.Context, dir string, bundles []*render.Bundle) error {
+	dir = filepath.Clean(dir)
+	if err := CheckOutputDir(dir); err != nil {
+		return err
+	}
+	return writeDir(ctx, dir, bundles, true)
+}
+
 // WriteDir writes bundles under dir atomically: everything is written to a
 // temporary sibling directory that is renamed into place only when every
-// file is written, so on any error nothing is left at dir. An existing dir
-// is replaced.
-func WriteDir(dir string, bundles []*render.Bundle) (err error) {
-	dir = filepath.Clean(dir)
+// file is written, so on any error nothing is left at dir. An existing
+// directory at dir is replaced whatever it holds, so WriteDir is only for
+// directories the caller owns (golden trees); a directory a user names goes
+// through WriteOutputDir. Every file path must be a clean relative path:
+// files are written through an os.Root on the temporary directory.
+func WriteDir(dir string, bundles []*render.Bundle) error {
+	return writeDir(context.Background(), filepath.Clean(dir), bundles, false)
+}
+
+func writeDir(ctx context.Context, dir string, bundles []*render.Bundle, marker bool) (err error) {
+	if st, err := os.Lstat(dir); err == nil && !st.IsDir() {
+		return &NotOwnedError{Dir: dir, Reason: "it exists and is not a directory"}
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", parent, err)
@@ -37,22 +181,44 @@ func WriteDir(dir string, bundles []*render.Bundle) (err error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
 	}
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", tmp, err)
+	}
+	defer func() { _ = root.Close() }()
+	var written []string
 	for _, b := range bundles {
 		for _, f := range b.Files {
-			if strings.Contains(f.Path, "..") || filepath.IsAbs(f.Path) {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("write %s: %w", dir, context.Cause(ctx))
+			}
+			if !fs.ValidPath(f.Path) || f.Path == "." || strings.Contains(f.Path, `\`) || (marker && f.Path == OutputMarker) {
 				return fmt.Errorf("refusing to write %q outside %s", f.Path, dir)
 			}
-			p := filepath.Join(tmp, filepath.FromSlash(f.Path))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", filepath.Dir(p), err)
+			if err := root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
+				return fmt.Errorf("create %s: %w", path.Dir(f.Path), err)
 			}
-			if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", p, err)
+			if err := root.WriteFile(f.Path, f.Data, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", f.Path, err)
 			}
+			written = append(written, f.Path)
 		}
 	}
+	if marker {
+		sort.Strings(written)
+		data, err := json.MarshalIndent(outputMarker{Comment: markerComment, Files: written}, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", OutputMarker, err)
+		}
+		if err := root.WriteFile(OutputMarker, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", OutputMarker, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write %s: %w", dir, context.Cause(ctx))
+	}
 	old := ""
-	if _, statErr := os.Stat(dir); statErr == nil {
+	if _, statErr := os.Lstat(dir); statErr == nil {
 		old = tmp + ".old"
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("move aside %s: %w", dir, err)
