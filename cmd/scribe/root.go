@@ -78,6 +78,13 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "scribe",
 		Short:         "Scribe renders Experiments and Workloads into GitOps repositories",
+		Long: `Scribe renders Experiments and Workloads into GitOps repositories.
+
+Exit codes: 0 success; 1 scribe diff found changes, or scribe publish's
+target failed; 2 bad input or any other error; 130 or 143 stopped by
+SIGINT or SIGTERM (128 + the signal): the command stops at its next check,
+writes nothing half-way (-o is atomic) and exits; a second signal exits at
+once.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
