@@ -76,8 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "scribe",
-		Short:         "Scribe renders Experiments and Workloads into GitOps repositories",
+		Use:   "scribe",
+		Short: "Scribe renders Experiments and Workloads into GitOps repositories",
 		Long: `Scribe renders Experiments and Workloads into GitOps repositories.
 
 Exit codes: 0 success; 1 scribe diff found changes, or scribe publish's
