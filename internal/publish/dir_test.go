@@ -230,3 +230,28 @@ func snapshot(t *testing.T, p string) string {
 	}
 	return b.String()
 }
+
+// TestDirSinkStaysInsideRoot: a symbolic link in the tree that leads out of
+// Root (here the namespace directory) makes the publish fail; nothing is
+// written, replaced or deleted outside Root.
+func TestDirSinkStaysInsideRoot(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "workload", "a", "keep.txt"))
+	mkdir(t, filepath.Join(root, "deploy"))
+	if err := os.Symlink(outside, filepath.Join(root, "deploy", "ns")); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, outside)
+	d := publish.Dir{Root: root, Path: "deploy"}
+	a := testBundle("ns", "a", "one")
+	if _, err := d.Publish(context.Background(), publish.ChangeFor(a)); err == nil {
+		t.Fatal("a publish through a symbolic link out of Root succeeded")
+	}
+	if _, err := d.Publish(context.Background(), publish.DeleteFor(a.Source, 2)); err == nil {
+		t.Fatal("a delete through a symbolic link out of Root succeeded")
+	}
+	if after := snapshot(t, outside); after != before {
+		t.Fatalf("outside Root changed:\n%s\nto:\n%s", before, after)
+	}
+}
