@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -32,12 +33,11 @@ func FuzzRenderBytes(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), []string{"render", "-f", file}, &stdout, &stderr)
+		code, _, stderr := renderBounded(t, file)
 		if code != exitOK && code != exitError {
-			t.Fatalf("exit %d, want 0 or 2\nstderr:\n%s", code, stderr.String())
+			t.Fatalf("exit %d, want 0 or 2\nstderr:\n%s", code, stderr)
 		}
-		if code == exitError && stderr.Len() == 0 {
+		if code == exitError && stderr == "" {
 			t.Fatal("exit 2 with nothing on stderr")
 		}
 	})
@@ -78,16 +78,15 @@ func FuzzWorkloadFields(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), []string{"render", "-f", file}, &stdout, &stderr)
+		code, stdout, stderr := renderBounded(t, file)
 		switch code {
 		case exitError:
 			return
 		case exitOK:
 		default:
-			t.Fatalf("exit %d, want 0 or 2\nstderr:\n%s", code, stderr.String())
+			t.Fatalf("exit %d, want 0 or 2\nstderr:\n%s", code, stderr)
 		}
-		dec := yaml.NewDecoder(strings.NewReader(stdout.String()))
+		dec := yaml.NewDecoder(strings.NewReader(stdout))
 		n := 0
 		for {
 			var obj struct {
@@ -102,11 +101,11 @@ func FuzzWorkloadFields(f *testing.F) {
 				break
 			}
 			if err != nil {
-				t.Fatalf("the output does not re-parse as YAML: %v\n%s", err, stdout.String())
+				t.Fatalf("the output does not re-parse as YAML: %v\n%s", err, stdout)
 			}
 			n++
 			if obj.Kind == "" {
-				t.Fatalf("document %d has no kind:\n%s", n, stdout.String())
+				t.Fatalf("document %d has no kind:\n%s", n, stdout)
 			}
 			if errs := validation.IsDNS1123Subdomain(obj.Metadata.Name); len(errs) > 0 {
 				t.Fatalf("%s %q: metadata.name is not a DNS-1123 subdomain: %s\ninput:\n%s", obj.Kind, obj.Metadata.Name, strings.Join(errs, "; "), data)
@@ -118,7 +117,34 @@ func FuzzWorkloadFields(f *testing.F) {
 			}
 		}
 		if n == 0 {
-			t.Fatalf("exit 0 with no document\nstderr:\n%s", stderr.String())
+			t.Fatalf("exit 0 with no document\nstderr:\n%s", stderr)
 		}
 	})
+}
+
+// renderTimeout bounds one fuzzed render: longer is a hang, and a failure
+// the fuzzer keeps, not a stuck run.
+const renderTimeout = 20 * time.Second
+
+// renderBounded runs `scribe render -f file` and fails the test if it does
+// not finish within renderTimeout.
+func renderBounded(t *testing.T, file string) (int, string, string) {
+	t.Helper()
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"render", "-f", file}, &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.stdout, r.stderr
+	case <-time.After(renderTimeout):
+		t.Fatalf("render did not finish within %s", renderTimeout)
+		return 0, "", ""
+	}
 }
