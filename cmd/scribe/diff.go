@@ -72,7 +72,11 @@ func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles
 	inDir := func(p string) (string, error) {
 		full := path.Join(repoPath, p)
 		if !fs.ValidPath(full) || strings.Contains(full, `\`) {
-			return "", fmt.Errorf("refusing to read %q: not a path inside --dir %s", full, dir)
+			raw := p
+			if repoPath != "." {
+				raw = repoPath + "/" + p
+			}
+			return "", fmt.Errorf("refusing to read %q: not a path inside --dir %s", raw, dir)
 		}
 		return full, nil
 	}
