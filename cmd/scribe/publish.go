@@ -235,7 +235,12 @@ func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
 		case changed("branch") && changed("revision") && p.branch != f.revision:
 			return fmt.Errorf("--branch %s and --revision %s differ: Argo CD would track a branch Scribe does not publish to", p.branch, f.revision)
 		case changed("revision"):
-			p.branch = f.revision
+			// --revision is the branch published to: it must be one too.
+			branch, err := checkBranch(f.revision)
+			if err != nil {
+				return fmt.Errorf("--revision: %w", err)
+			}
+			p.branch, f.revision = branch, branch
 		default:
 			f.revision = p.branch
 		}
