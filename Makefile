@@ -14,6 +14,8 @@ CUE := $(TOOLS_DIR)/cue-$(CUE_VERSION)/cue
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 
 GO_TEST_FLAGS ?= -count=1
+# How long `make test` runs each fuzz target.
+FUZZ_TIME ?= 15s
 
 # Upstream CRDs (tests, schemas): an offline mirror with one folder per
 # project, ../shared/crds beside the repository when it exists; otherwise the
@@ -46,8 +48,11 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 	echo "the loop (pid $$pid) did not stop within 60 s"; exit 1
 
 .PHONY: test
-test: envtest-assets loop-assets $(CUE) ## Run every test: unit, golden, envtest integration, and the end-to-end loop through real Flux.
+test: envtest-assets loop-assets $(CUE) ## Run every test: unit, golden, the hostile-input corpus, envtest integration, the CLI's two fuzz targets (FUZZ_TIME each), and the end-to-end loop through real Flux.
 	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
+	@# The two fuzz targets of the CLI, a short run each (their seed corpora, testdata/fuzz, already ran above as unit tests).
+	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_TIME)
+	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_TIME)
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
 
 .PHONY: test-race

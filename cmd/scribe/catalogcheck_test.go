@@ -12,16 +12,6 @@ import (
 	"github.com/scribe-gitops/scribe/render"
 )
 
-// TestMain serves `scribe catalog-check` when a test re-executes this test
-// binary as the catalog checker (render.DefaultCatalogBound names
-// os.Executable(), which is this binary under go test).
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == render.CatalogCheckCommand {
-		os.Exit(render.ServeCatalogCheck(os.Stdin, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
 // TestCatalogEngineBoundsUserCatalogs: --catalog directories go through the
 // bounded checker: the issue's four-line catalog fails with the memory (or
 // time) bound named, well within a generous limit, and a normal catalog

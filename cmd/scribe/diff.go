@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 
@@ -23,6 +26,8 @@ func newDiffCmd() *cobra.Command {
 		Short: "Show how the rendered tree differs from a checked-out repository",
 		Long: `Diff renders the custom resources and compares the result with the paths
 Scribe owns in DIR (<namespace>/<kind>/<name>/ and its .sync.yaml under --path).
+Nothing outside DIR is read: every path is opened below DIR, and a symbolic
+link that leads out of DIR is an error, never followed.
 Exit code 0: no change; 1: changes; 2: error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -30,7 +35,7 @@ Exit code 0: no change; 1: changes; 2: error.`,
 			if err != nil {
 				return &codeError{code: exitError, err: err}
 			}
-			changed, err := diffBundles(cmd.OutOrStdout(), filepath.Join(dir, f.path), bundles)
+			changed, err := diffBundles(cmd.Context(), cmd.OutOrStdout(), dir, f.path, bundles)
 			if err != nil {
 				return &codeError{code: exitError, err: err}
 			}
@@ -46,45 +51,105 @@ Exit code 0: no change; 1: changes; 2: error.`,
 	return cmd
 }
 
-// diffBundles writes a unified diff of every owned path and says whether any differs.
-func diffBundles(w interface{ Write([]byte) (int, error) }, root string, bundles []*render.Bundle) (bool, error) {
-	if st, err := os.Stat(root); err != nil || !st.IsDir() {
-		return false, fmt.Errorf("--dir: %s is not a directory", root)
+// maxDiffFile bounds one file read back from the checkout.
+const maxDiffFile = 16 << 20
+
+// diffBundles writes a unified diff of every owned path under dir/repoPath
+// and says whether any differs. Every read goes through an os.Root opened
+// on dir, so neither a path from the input nor a symbolic link in the
+// checkout reads anything outside dir.
+func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles []*render.Bundle) (bool, error) {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return false, fmt.Errorf("--dir: %s is not a directory", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return false, fmt.Errorf("--dir: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+	fsys := root.FS()
+	// inDir is the slash path, relative to dir, of a bundle path.
+	inDir := func(p string) (string, error) {
+		full := path.Join(repoPath, p)
+		if !fs.ValidPath(full) || strings.Contains(full, `\`) {
+			raw := p
+			if repoPath != "." {
+				raw = repoPath + "/" + p
+			}
+			return "", fmt.Errorf("refusing to read %q: not a path inside --dir %s", raw, dir)
+		}
+		return full, nil
+	}
+	read := func(p string) ([]byte, error) {
+		f, err := fsys.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = f.Close() }()
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s: not a regular file", p)
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxDiffFile+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(data) > maxDiffFile {
+			return nil, fmt.Errorf("%s: larger than %d MiB", p, maxDiffFile>>20)
+		}
+		return data, nil
 	}
 	changed := false
 	for _, b := range bundles {
+		if err := ctx.Err(); err != nil {
+			return false, context.Cause(ctx)
+		}
 		want := map[string][]byte{}
 		for _, f := range b.Files {
 			want[f.Path] = f.Data
 		}
 		have := map[string][]byte{}
-		ownedDir := filepath.Join(root, filepath.FromSlash(b.Dir))
-		err := filepath.WalkDir(ownedDir, func(p string, d fs.DirEntry, err error) error {
+		ownedDir, err := inDir(b.Dir)
+		if err != nil {
+			return false, err
+		}
+		err = fs.WalkDir(fsys, ownedDir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				if os.IsNotExist(err) {
-					return filepath.SkipAll
+				if errors.Is(err, fs.ErrNotExist) && p == ownedDir {
+					return fs.SkipAll
 				}
 				return err
 			}
 			if d.IsDir() {
 				return nil
 			}
-			rel, err := filepath.Rel(root, p)
+			data, err := read(p)
 			if err != nil {
 				return err
 			}
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
+			rel := p
+			if repoPath != "." {
+				rel = strings.TrimPrefix(p, repoPath+"/")
 			}
-			have[filepath.ToSlash(rel)] = data
+			have[rel] = data
 			return nil
 		})
 		if err != nil {
-			return false, fmt.Errorf("read %s: %w", ownedDir, err)
+			return false, fmt.Errorf("read %s in --dir %s: %w", ownedDir, dir, err)
 		}
-		if data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(b.Dir+".sync.yaml"))); err == nil {
+		syncPath, err := inDir(b.Dir + ".sync.yaml")
+		if err != nil {
+			return false, err
+		}
+		data, err := read(syncPath)
+		switch {
+		case err == nil:
 			have[b.Dir+".sync.yaml"] = data
+		case !errors.Is(err, fs.ErrNotExist):
+			return false, fmt.Errorf("read %s in --dir %s: %w", syncPath, dir, err)
 		}
 		paths := map[string]bool{}
 		for p := range want {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -19,18 +17,20 @@ import (
 
 // renderFlags are the flags shared by render, validate and diff.
 type renderFlags struct {
-	files      []string
-	catalogs   []string
-	path       string
-	applier    string
-	applierNS  string
-	sourceName string
-	sourceKind string
-	repoURL    string
-	revision   string
-	gcpProject string
-	fluxURL    string
-	fluxSecret string
+	files          []string
+	catalogs       []string
+	path           string
+	applier        string
+	applierNS      string
+	sourceName     string
+	sourceKind     string
+	repoURL        string
+	revision       string
+	gcpProject     string
+	fluxURL        string
+	fluxSecret     string
+	serviceAccount string
+	allowedNS      []string
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -46,17 +46,25 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.revision, "revision", "main", "branch Argo CD, or each custom resource's own Flux GitRepository, tracks")
 	fl.StringVar(&f.fluxURL, "flux-source-url", "", "give each custom resource its own Flux GitRepository (a sparse checkout of its directory) fetching this URL, as the controller does; default: the Kustomizations read --source-name")
 	fl.StringVar(&f.fluxSecret, "flux-source-secret", "", "Secret with Flux's Git credentials for --flux-source-url, in the applier namespace")
+	fl.StringVar(&f.serviceAccount, "service-account", "", "Flux: service account every rendered Kustomization and HelmRelease applied on the hub runs as (a Repository's spec.applier.serviceAccountName)")
+	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	_ = cmd.MarkFlagRequired("file")
 }
 
 func (f *renderFlags) publish() (render.Publish, error) {
+	clean, err := cleanRepoPath(f.path)
+	if err != nil {
+		return render.Publish{}, err
+	}
+	f.path = clean
 	p := render.Publish{Path: f.path, Applier: render.Applier{Kind: scribev1.ApplierKind(f.applier), Namespace: f.applierNS, Name: f.sourceName, SourceKind: contract.SourceKind(f.sourceKind), RepoURL: f.repoURL, Revision: f.revision}}
 	switch p.Applier.Kind {
 	case scribev1.ApplierFlux:
 		if p.Applier.Namespace == "" {
 			p.Applier.Namespace = "flux-system"
 		}
+		p.Applier.ServiceAccountName = f.serviceAccount
 		if k := p.Applier.SourceKind; k != contract.SourceGitRepository && k != contract.SourceOCIRepository {
 			return p, fmt.Errorf("--source-kind must be GitRepository or OCIRepository, not %q", f.sourceKind)
 		}
@@ -75,27 +83,28 @@ func (f *renderFlags) publish() (render.Publish, error) {
 		if f.repoURL == "" {
 			return p, fmt.Errorf("--repo-url is required with --applier ArgoCD")
 		}
+		if f.serviceAccount != "" {
+			return p, fmt.Errorf("--service-account needs --applier Flux (Argo CD applies with its own rights, limited by the AppProject)")
+		}
 	default:
 		return p, fmt.Errorf("--applier must be Flux or ArgoCD, not %q", f.applier)
 	}
+	p.AllowedNamespaces = f.allowedNS
 	return p, nil
 }
 
 // renderAll loads every CR named by --file and renders it. All input errors
-// are collected and returned together.
+// are collected and returned together. It stops with the context's cause
+// when ctx is done (SIGINT, SIGTERM): the read loop, the feeding loop and
+// every worker check it between documents.
 func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	pub, err := f.publish()
 	if err != nil {
 		return nil, err
 	}
-	var opts []render.Option
-	for _, c := range f.catalogs {
-		if _, err := os.Stat(c); err != nil {
-			return nil, fmt.Errorf("--catalog: %w", err)
-		}
-		opts = append(opts, render.WithCatalog(c, os.DirFS(c)))
-	}
-	engine, err := render.New(opts...)
+	// User catalogs are code from someone else: evaluated first in a
+	// bounded child process (see render.CatalogBound).
+	engine, err := catalogEngine(ctx, f.catalogs)
 	if err != nil {
 		return nil, err
 	}
@@ -114,9 +123,9 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	}
 	var docs []*doc
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := readInput(ctx, file)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", file, err)
+			return nil, err
 		}
 		objs, err := render.ObjectsFromYAML(data)
 		if err != nil {
@@ -127,22 +136,37 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 			docs = append(docs, &doc{file: file, obj: obj})
 		}
 	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("--file: no custom resources in %s", strings.Join(files, ", "))
+	}
 	work := make(chan *doc)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(docs)) {
 		wg.Go(func() {
 			for d := range work {
+				if ctx.Err() != nil {
+					continue
+				}
 				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
 			}
 		})
 	}
+feed:
 	for _, d := range docs {
-		if d.err == nil {
-			work <- d
+		if d.err != nil {
+			continue
+		}
+		select {
+		case work <- d:
+		case <-ctx.Done():
+			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("render stopped: %w", context.Cause(ctx))
+	}
 
 	var bundles []*render.Bundle
 	var problems []string
@@ -160,6 +184,9 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 		seen[b.Dir] = d.file
 		bundles = append(bundles, b)
 	}
+	if len(problems) == 0 {
+		problems = collisions(bundles)
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
@@ -167,37 +194,54 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	return bundles, nil
 }
 
-// expandFiles turns files and directories into a sorted list of manifest files.
-func expandFiles(args []string) ([]string, error) {
-	var out []string
-	for _, a := range args {
-		st, err := os.Stat(a)
-		if err != nil {
-			return nil, fmt.Errorf("--file: %w", err)
+// collisions finds objects that two different custom resources would both
+// render: same API group, kind, namespace and name (the version does not
+// tell objects apart in the apiserver). Each is one problem naming both
+// custom resources and the object.
+func collisions(bundles []*render.Bundle) []string {
+	type owner struct {
+		src scribev1.ObjectIdentity
+		obj scribev1.ObjectIdentity
+	}
+	key := func(o scribev1.ObjectIdentity) string {
+		group := ""
+		if i := strings.LastIndex(o.APIVersion, "/"); i >= 0 {
+			group = o.APIVersion[:i]
 		}
-		if !st.IsDir() {
-			out = append(out, a)
-			continue
+		return strings.Join([]string{group, o.Kind, o.Namespace, o.Name}, "\x00")
+	}
+	srcName := func(s scribev1.ObjectIdentity) string {
+		return fmt.Sprintf("%s %s/%s", s.Kind, s.Namespace, s.Name)
+	}
+	seen := map[string]owner{}
+	var problems []string
+	for _, b := range bundles {
+		objs := append([]scribev1.ObjectIdentity{b.Sync}, b.Objects...)
+		if b.SyncSource != nil {
+			objs = append(objs, *b.SyncSource)
 		}
-		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
+		mine := map[string]bool{}
+		for _, o := range objs {
+			if o.Kind == "" || o.Name == "" {
+				continue
 			}
-			switch strings.ToLower(filepath.Ext(p)) {
-			case ".yaml", ".yml", ".json":
-				if !d.IsDir() {
-					out = append(out, p)
-				}
+			k := key(o)
+			if mine[k] {
+				continue
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("--file %s: %w", a, err)
+			mine[k] = true
+			prev, dup := seen[k]
+			if !dup {
+				seen[k] = owner{src: b.Source, obj: o}
+				continue
+			}
+			obj := o.Kind + " " + o.Name
+			if o.Namespace != "" {
+				obj = o.Kind + " " + o.Namespace + "/" + o.Name
+			}
+			problems = append(problems, fmt.Sprintf("%s (%s) would be rendered by both %s and %s: objects of different custom resources must not share kind, namespace and name",
+				obj, o.APIVersion, srcName(prev.src), srcName(b.Source)))
 		}
 	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--file: no *.yaml, *.yml or *.json files in %s", strings.Join(args, ", "))
-	}
-	return out, nil
+	return problems
 }

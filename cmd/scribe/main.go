@@ -9,8 +9,19 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first SIGINT or SIGTERM cancels ctx: every command stops at
+		// its next check, cleans up and exits 128+signal. A second one
+		// exits at once.
+		s := <-sigs
+		cancel(interrupted{sig: s})
+		s = <-sigs
+		os.Exit(signalExitCode(s))
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
 }

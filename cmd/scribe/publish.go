@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/spf13/cobra"
 
 	"github.com/scribe-gitops/scribe/internal/publish"
@@ -48,10 +50,10 @@ type publishFlags struct {
 
 func (p *publishFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&p.git, "git", "", "publish to this Git repository (https://, http://, ssh:// or scp form)")
-	fl.StringVar(&p.branch, "branch", "main", "with --git: branch that receives the commit (with --applier ArgoCD it is also --revision)")
+	fl.StringVar(&p.git, "git", "", "publish to this Git repository (https://, http://, ssh://, scp form, or a local path or file://); other schemes are refused")
+	fl.StringVar(&p.branch, "branch", "main", "with --git: branch that receives the commit (with --applier ArgoCD it is also --revision); a valid Git branch name, refs/heads/NAME is taken as NAME")
 	fl.StringVar(&p.oci, "oci", "", "publish to this OCI artifact, oci://HOST/REPO[:TAG] (tag latest if omitted)")
-	fl.StringVarP(&p.out, "output", "o", "", "write the tree to DIR/<path> (that directory is replaced atomically)")
+	fl.StringVarP(&p.out, "output", "o", "", "write the tree to DIR/<path> (replaced atomically; it must be new, empty, or written by Scribe before)")
 	fl.StringVar(&p.secretDir, "secret-dir", "", "directory laid out as a mounted Secret: username, password, bearerToken, identity, known_hosts (Git) or .dockerconfigjson (OCI)")
 	fl.StringVar(&p.dockerConfig, "docker-config", "", "with --oci: Docker config JSON file with the registry's credentials")
 	fl.StringVar(&p.authorName, "author-name", "", "with --git: commit author name (default Scribe)")
@@ -111,12 +113,14 @@ func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
 	if err != nil {
 		return bad(err)
 	}
+	if target.dir != "" {
+		if err := checkOutput(target.dir, f.files); err != nil {
+			return bad(err)
+		}
+	}
 	bundles, err := f.renderAll(cmd.Context())
 	if err != nil {
 		return bad(err)
-	}
-	if len(bundles) == 0 {
-		return bad(fmt.Errorf("--file: no custom resources in %s", strings.Join(f.files, ", ")))
 	}
 	objects := fmt.Sprintf("%d object", len(bundles))
 	if len(bundles) != 1 {
@@ -124,7 +128,11 @@ func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
 	}
 	w := cmd.OutOrStdout()
 	if target.sink == nil {
-		if err := publish.WriteDir(target.dir, bundles); err != nil {
+		if err := publish.WriteOutputDir(cmd.Context(), target.dir, bundles); err != nil {
+			var notOwned *publish.NotOwnedError
+			if errors.As(err, &notOwned) {
+				return bad(err)
+			}
 			return &codeError{code: exitPublishFailed, err: fmt.Errorf("publish to %s: %w", target.dir, err)}
 		}
 		return writeReport(w, "published %s to %s\n", objects, target.where)
@@ -191,7 +199,18 @@ func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
 		return fmt.Errorf("-o/--output: empty directory")
 	case p.git != "" && p.branch == "":
 		return fmt.Errorf("--branch: empty branch name")
-	case (p.authorName == "") != (p.authorEmail == ""):
+	}
+	if p.git != "" {
+		if err := checkGitURL(p.git); err != nil {
+			return err
+		}
+		branch, err := checkBranch(p.branch)
+		if err != nil {
+			return err
+		}
+		p.branch = branch
+	}
+	if (p.authorName == "") != (p.authorEmail == "") {
 		return fmt.Errorf("--author-name and --author-email go together: set both or neither")
 	}
 
@@ -216,7 +235,12 @@ func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
 		case changed("branch") && changed("revision") && p.branch != f.revision:
 			return fmt.Errorf("--branch %s and --revision %s differ: Argo CD would track a branch Scribe does not publish to", p.branch, f.revision)
 		case changed("revision"):
-			p.branch = f.revision
+			// --revision is the branch published to: it must be one too.
+			branch, err := checkBranch(f.revision)
+			if err != nil {
+				return fmt.Errorf("--revision: %w", err)
+			}
+			p.branch, f.revision = branch, branch
 		default:
 			f.revision = p.branch
 		}
@@ -225,6 +249,33 @@ func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
 		}
 	}
 	return nil
+}
+
+// checkGitURL refuses a --git URL of a scheme Scribe cannot push to.
+func checkGitURL(raw string) error {
+	ep, err := transport.NewEndpoint(raw)
+	if err != nil {
+		return fmt.Errorf("--git %q: %w", redactURL(raw), err)
+	}
+	switch ep.Protocol {
+	case "https", "http", "ssh", "file":
+		return nil
+	default:
+		return fmt.Errorf("--git %q: unsupported scheme %q: use https://, http://, ssh://, the scp form user@host:path, or a local path", redactURL(raw), ep.Protocol)
+	}
+}
+
+// checkBranch validates --branch as Git does (git check-ref-format) and
+// returns the branch name: refs/heads/NAME is taken as NAME.
+func checkBranch(b string) (string, error) {
+	name := strings.TrimPrefix(b, "refs/heads/")
+	if name == "" || strings.HasPrefix(name, "refs/") || name == "HEAD" || strings.HasPrefix(name, "-") {
+		return "", fmt.Errorf("--branch %q is not a valid branch name", b)
+	}
+	if err := plumbing.NewBranchReferenceName(name).Validate(); err != nil {
+		return "", fmt.Errorf("--branch %q is not a valid branch name: %w", b, err)
+	}
+	return name, nil
 }
 
 // cleanRepoPath cleans --path and refuses paths that leave the repository.

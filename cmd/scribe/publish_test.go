@@ -103,6 +103,11 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 		t.Fatalf("render: exit %d: %s", code, stderr)
 	}
 	want := readTree(t, rendered)
+	// The -o ownership marker is the local directory's, not the repository's.
+	if _, ok := want[publish.OutputMarker]; !ok {
+		t.Errorf("render -o wrote no %s", publish.OutputMarker)
+	}
+	delete(want, publish.OutputMarker)
 	clone := t.TempDir()
 	publishtest.Git(t, "", "clone", "--quiet", "--branch", "main", url, clone)
 	if _, err := os.Stat(filepath.Join(clone, "README.md")); err != nil {
@@ -268,6 +273,11 @@ func TestPublishFlagErrorsAreBadInputAndNameTheFlags(t *testing.T) {
 		{"missing secret dir", []string{"--git", "http://127.0.0.1:1/x.git", "--secret-dir", filepath.Join(out, "nope")}, "--secret-dir"},
 		{"git source kind with oci", []string{"--oci", "oci://127.0.0.1:1/x", "--source-kind", "GitRepository"}, "use OCIRepository with --oci"},
 		{"only an author name", []string{"--git", "http://127.0.0.1:1/x.git", "--author-name", "CI"}, "--author-name and --author-email go together"},
+		{"unsupported git scheme", []string{"--git", "ftp://127.0.0.1/x.git"}, `unsupported scheme "ftp"`},
+		{"git:// is refused", []string{"--git", "git://127.0.0.1/x.git"}, `unsupported scheme "git"`},
+		{"invalid branch", []string{"--git", "http://127.0.0.1:1/x.git", "--branch", "a..b"}, `--branch "a..b" is not a valid branch name`},
+		{"a tag is not a branch", []string{"--git", "http://127.0.0.1:1/x.git", "--branch", "refs/tags/v1"}, `--branch "refs/tags/v1" is not a valid branch name`},
+		{"Argo CD revision that is no branch", []string{"--git", "http://127.0.0.1:1/x.git", "--applier", "ArgoCD", "--revision", "x.lock"}, `--revision: --branch "x.lock" is not a valid branch name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := scribe(t, append([]string{"publish", "-f", canary}, tc.args...)...)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,42 +20,29 @@ schema, and writes the repository tree to -o DIR (atomically: on any error
 nothing is written) or, without -o, a YAML stream to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out != "" {
+				if err := checkOutput(out, f.files); err != nil {
+					return &codeError{code: exitError, err: err}
+				}
+			}
 			bundles, err := f.renderAll(cmd.Context())
 			if err != nil {
 				return &codeError{code: exitError, err: err}
 			}
 			if out != "" {
-				if err := publish.WriteDir(out, bundles); err != nil {
+				if err := publish.WriteOutputDir(cmd.Context(), out, bundles); err != nil {
 					return &codeError{code: exitError, err: err}
 				}
 				return nil
 			}
-			w := cmd.OutOrStdout()
-			first := true
-			for _, b := range bundles {
-				for _, file := range b.Files {
-					if !isManifest(file.Path) {
-						continue
-					}
-					if !first {
-						if _, err := fmt.Fprintln(w, "---"); err != nil {
-							return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
-						}
-					}
-					first = false
-					if _, err := fmt.Fprintf(w, "# Source: %s\n", file.Path); err != nil {
-						return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
-					}
-					if _, err := w.Write(file.Data); err != nil {
-						return &codeError{code: exitError, err: fmt.Errorf("write stdout: %w", err)}
-					}
-				}
+			if err := writeStream(cmd.Context(), cmd.OutOrStdout(), bundles); err != nil {
+				return &codeError{code: exitError, err: err}
 			}
 			return nil
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the repository tree to this directory (replaced atomically)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the repository tree to this directory (replaced atomically; it must be new, empty, or written by Scribe before)")
 	return cmd
 }
 

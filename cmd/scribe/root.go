@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -15,6 +17,20 @@ const (
 	exitChanges = 1 // scribe diff: the rendered tree differs
 	exitError   = 2 // bad input or any other error
 )
+
+// interrupted is the cause of the CLI context's cancellation when a signal
+// stopped the CLI.
+type interrupted struct{ sig os.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// signalExitCode is 128 plus the signal's number, as a shell reports it.
+func signalExitCode(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return exitError
+}
 
 // exitError carries a specific exit code out of a command.
 type codeError struct {
@@ -35,6 +51,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		// Stopped by a signal: whatever the command reports, the exit code
+		// says so (130 for SIGINT, 143 for SIGTERM), as a shell's would.
+		var inErr interrupted
+		if errors.As(err, &inErr) {
+			_, _ = fmt.Fprintln(stderr, "Error:", err)
+		} else {
+			_, _ = fmt.Fprintf(stderr, "Error: %v: %v\n", sig, err)
+		}
+		return signalExitCode(sig.sig)
+	}
 	var ce *codeError
 	if errors.As(err, &ce) {
 		if ce.err != nil {
@@ -48,11 +76,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "scribe",
-		Short:         "Scribe renders Experiments and Workloads into GitOps repositories",
+		Use:   "scribe",
+		Short: "Scribe renders Experiments and Workloads into GitOps repositories",
+		Long: `Scribe renders Experiments and Workloads into GitOps repositories.
+
+Exit codes: 0 success; 1 scribe diff found changes, or scribe publish's
+target failed; 2 bad input or any other error; 130 or 143 stopped by
+SIGINT or SIGTERM (128 + the signal): the command stops at its next check,
+writes nothing half-way (-o is atomic) and exits; a second signal exits at
+once.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newVersionCmd())
+	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newVersionCmd(), newCatalogCheckCmd())
 	return root
 }

@@ -5,22 +5,167 @@ package publish
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/scribe-gitops/scribe/render"
 )
 
+// OutputMarker is the file WriteOutputDir writes at the top of a directory
+// it owns. It lists every file Scribe wrote there; a directory holding
+// anything else is not Scribe's to replace.
+const OutputMarker = ".scribe-output"
+
+// maxMarkerSize bounds the marker file read back from a directory.
+const maxMarkerSize = 16 << 20
+
+// outputMarker is the content of OutputMarker.
+type outputMarker struct {
+	// Comment tells a human what the file is for.
+	Comment string `json:"comment"`
+	// Files are the slash paths, relative to the directory, Scribe wrote.
+	Files []string `json:"files"`
+}
+
+const markerComment = "Written by Scribe (render/publish -o). Scribe replaces this directory only while it holds nothing but the files listed here; delete this file to keep Scribe out."
+
+// NotOwnedError says why WriteOutputDir refused a directory.
+type NotOwnedError struct {
+	// Dir is the directory that was refused.
+	Dir string
+	// Reason says what in it is not Scribe's.
+	Reason string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("refusing to write to %s: %s (Scribe writes -o only into a new or empty directory, or one it wrote before, marked by %s)", e.Dir, e.Reason, OutputMarker)
+}
+
+// CheckOutputDir says whether dir may be replaced by WriteOutputDir: it
+// does not exist, is an empty directory, or is a directory holding only
+// OutputMarker and the files that marker lists. Anything else (a regular
+// file, a symbolic link, a checkout with .git, a directory of the user's
+// files) is a *NotOwnedError and nothing is touched.
+func CheckOutputDir(dir string) error {
+	dir = filepath.Clean(dir)
+	st, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", dir, err)
+	}
+	switch {
+	case st.Mode()&fs.ModeSymlink != 0:
+		return &NotOwnedError{Dir: dir, Reason: "it is a symbolic link"}
+	case !st.IsDir():
+		return &NotOwnedError{Dir: dir, Reason: "it exists and is not a directory"}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	for _, e := range entries {
+		if e.Name() == ".git" {
+			return &NotOwnedError{Dir: dir, Reason: "it holds .git (a Git checkout)"}
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer func() { _ = root.Close() }()
+	marker, err := readMarker(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &NotOwnedError{Dir: dir, Reason: "it is not empty and has no " + OutputMarker}
+	}
+	if err != nil {
+		return &NotOwnedError{Dir: dir, Reason: fmt.Sprintf("its %s is unreadable: %v", OutputMarker, err)}
+	}
+	owned := map[string]bool{OutputMarker: true}
+	for _, f := range marker.Files {
+		owned[f] = true
+	}
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read %s: %w", filepath.Join(dir, filepath.FromSlash(p)), err)
+		}
+		if d.IsDir() || owned[p] {
+			return nil
+		}
+		return &NotOwnedError{Dir: dir, Reason: fmt.Sprintf("it holds %s, which Scribe did not write", p)}
+	})
+}
+
+// readMarker reads and decodes the marker at the top of root.
+func readMarker(root *os.Root) (outputMarker, error) {
+	var m outputMarker
+	f, err := root.Open(OutputMarker)
+	if err != nil {
+		return m, err
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return m, err
+	}
+	if !st.Mode().IsRegular() {
+		return m, fmt.Errorf("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxMarkerSize+1))
+	if err != nil {
+		return m, err
+	}
+	if len(data) > maxMarkerSize {
+		return m, fmt.Errorf("larger than %d bytes", maxMarkerSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// WriteOutputDir writes bundles to dir, the directory a user named with -o,
+// atomically (see WriteDir), after CheckOutputDir found dir Scribe's to
+// replace; it writes OutputMarker listing every file. It stops, writing
+// nothing, when ctx is done before the new tree is moved into place.
+func WriteOutputDir(ctx context.Context, dir string, bundles []*render.Bundle) error {
+	dir = filepath.Clean(dir)
+	if err := CheckOutputDir(dir); err != nil {
+		return err
+	}
+	return writeDir(ctx, dir, bundles, true)
+}
+
 // WriteDir writes bundles under dir atomically: everything is written to a
 // temporary sibling directory that is renamed into place only when every
-// file is written, so on any error nothing is left at dir. An existing dir
-// is replaced.
-func WriteDir(dir string, bundles []*render.Bundle) (err error) {
-	dir = filepath.Clean(dir)
+// file is written, so on any error nothing is left at dir. An existing
+// directory at dir is replaced whatever it holds, so WriteDir is only for
+// directories the caller owns (golden trees); a directory a user names goes
+// through WriteOutputDir. Every file path must be a clean relative path:
+// files are written through an os.Root on the temporary directory.
+func WriteDir(dir string, bundles []*render.Bundle) error {
+	return writeDir(context.Background(), filepath.Clean(dir), bundles, false)
+}
+
+func writeDir(ctx context.Context, dir string, bundles []*render.Bundle, marker bool) (err error) {
+	if st, err := os.Lstat(dir); err == nil && !st.IsDir() {
+		return &NotOwnedError{Dir: dir, Reason: "it exists and is not a directory"}
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", parent, err)
@@ -37,22 +182,44 @@ func WriteDir(dir string, bundles []*render.Bundle) (err error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
 	}
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", tmp, err)
+	}
+	defer func() { _ = root.Close() }()
+	var written []string
 	for _, b := range bundles {
 		for _, f := range b.Files {
-			if strings.Contains(f.Path, "..") || filepath.IsAbs(f.Path) {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("write %s: %w", dir, context.Cause(ctx))
+			}
+			if !fs.ValidPath(f.Path) || f.Path == "." || strings.Contains(f.Path, `\`) || (marker && f.Path == OutputMarker) {
 				return fmt.Errorf("refusing to write %q outside %s", f.Path, dir)
 			}
-			p := filepath.Join(tmp, filepath.FromSlash(f.Path))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", filepath.Dir(p), err)
+			if err := root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
+				return fmt.Errorf("create %s: %w", path.Dir(f.Path), err)
 			}
-			if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", p, err)
+			if err := root.WriteFile(f.Path, f.Data, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", f.Path, err)
 			}
+			written = append(written, f.Path)
 		}
 	}
+	if marker {
+		sort.Strings(written)
+		data, err := json.MarshalIndent(outputMarker{Comment: markerComment, Files: written}, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", OutputMarker, err)
+		}
+		if err := root.WriteFile(OutputMarker, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", OutputMarker, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write %s: %w", dir, context.Cause(ctx))
+	}
 	old := ""
-	if _, statErr := os.Stat(dir); statErr == nil {
+	if _, statErr := os.Lstat(dir); statErr == nil {
 		old = tmp + ".old"
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("move aside %s: %w", dir, err)
@@ -75,7 +242,9 @@ func WriteDir(dir string, bundles []*render.Bundle) (err error) {
 // Dir is the offline sink: it writes changes into a directory on disk with
 // the same ownership rules as the Git sink. Each change replaces only its
 // source's owned paths, atomically (a temporary sibling renamed into place),
-// and leaves every other file alone.
+// and leaves every other file alone. Every path is opened through an
+// os.Root on Root, so neither a source's name nor a symbolic link in the
+// tree makes it read, write or delete anything outside Root.
 type Dir struct {
 	// Root is the directory that stands for the repository.
 	Root string
@@ -85,7 +254,7 @@ type Dir struct {
 
 // Publish writes the changes. Result.Revision is "dir:" plus a digest of the
 // changes' bundle digests.
-func (d Dir) Publish(_ context.Context, changes ...Change) (Result, error) {
+func (d Dir) Publish(ctx context.Context, changes ...Change) (Result, error) {
 	if err := checkRepoPath(d.Path); err != nil {
 		return Result{}, err
 	}
@@ -94,49 +263,63 @@ func (d Dir) Publish(_ context.Context, changes ...Change) (Result, error) {
 			return Result{}, &Error{Reason: ReasonInvalid, Op: "write to", URL: d.Root, Err: err}
 		}
 	}
-	base := filepath.Join(d.Root, filepath.FromSlash(d.Path))
+	if err := os.MkdirAll(d.Root, 0o755); err != nil {
+		return Result{}, fmt.Errorf("create %s: %w", d.Root, err)
+	}
+	root, err := os.OpenRoot(d.Root)
+	if err != nil {
+		return Result{}, fmt.Errorf("open %s: %w", d.Root, err)
+	}
+	defer func() { _ = root.Close() }()
+	base := d.Path
+	if base == "" {
+		base = "."
+	}
 	h := sha256.New()
 	changed := false
 	for _, c := range changes {
-		dir := filepath.Join(base, filepath.FromSlash(OwnedDir(c.Source)))
+		if err := ctx.Err(); err != nil {
+			return Result{}, context.Cause(ctx)
+		}
+		dir := path.Join(base, OwnedDir(c.Source))
 		sync := dir + ".sync.yaml"
 		if c.Delete {
 			for _, p := range []string{dir, sync} {
-				if _, err := os.Lstat(p); err == nil {
+				if _, err := root.Lstat(p); err == nil {
 					changed = true
 				}
-				if err := os.RemoveAll(p); err != nil {
-					return Result{}, fmt.Errorf("remove %s: %w", p, err)
+				if err := root.RemoveAll(p); err != nil {
+					return Result{}, fmt.Errorf("remove %s: %w", filepath.Join(d.Root, p), err)
 				}
 			}
 			_, _ = fmt.Fprintf(h, "delete %s\n", ObjectRef(c.Source))
 			continue
 		}
-		same, err := dirHolds(base, dir, sync, c.Bundle)
+		same, err := dirHolds(root, base, dir, sync, c.Bundle)
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("read %s: %w", filepath.Join(d.Root, dir), err)
 		}
 		_, _ = fmt.Fprintf(h, "%s %s\n", ObjectRef(c.Source), c.Bundle.Digest)
 		if same {
 			continue
 		}
 		changed = true
-		if err := replaceOwned(base, dir, sync, c.Bundle); err != nil {
-			return Result{}, err
+		if err := replaceOwned(root, base, dir, sync, c.Bundle); err != nil {
+			return Result{}, fmt.Errorf("write %s: %w", filepath.Join(d.Root, dir), err)
 		}
 	}
 	sum := "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return Result{Revision: "dir:" + sum, Commit: sum, Changed: changed, SyncChanged: changed}, nil
 }
 
-// dirHolds says whether the owned paths on disk hold exactly the bundle.
-func dirHolds(base, dir, sync string, b *render.Bundle) (bool, error) {
+// dirHolds says whether the owned paths under root hold exactly the bundle.
+func dirHolds(root *os.Root, base, dir, sync string, b *render.Bundle) (bool, error) {
 	want := map[string][]byte{}
 	for _, f := range b.Files {
-		want[filepath.Join(base, filepath.FromSlash(f.Path))] = f.Data
+		want[path.Join(base, f.Path)] = f.Data
 	}
 	got := map[string]bool{}
-	err := filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -145,13 +328,13 @@ func dirHolds(base, dir, sync string, b *render.Bundle) (bool, error) {
 		}
 		return nil
 	})
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", dir, err)
+		return false, err
 	}
-	if _, err := os.Stat(sync); err == nil {
+	if _, err := root.Lstat(sync); err == nil {
 		got[sync] = true
 	}
 	if len(got) != len(want) {
@@ -161,7 +344,7 @@ func dirHolds(base, dir, sync string, b *render.Bundle) (bool, error) {
 		if !got[p] {
 			return false, nil
 		}
-		have, err := os.ReadFile(p)
+		have, err := root.ReadFile(p)
 		if err != nil || !bytes.Equal(have, data) {
 			return false, nil
 		}
@@ -169,84 +352,84 @@ func dirHolds(base, dir, sync string, b *render.Bundle) (bool, error) {
 	return true, nil
 }
 
-// replaceOwned writes the bundle's directory next to dir and renames it into
-// place, then writes the sync file the same way.
-func replaceOwned(base, dir, sync string, b *render.Bundle) (err error) {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", parent, err)
+// tempName is a fresh name beside p for a temporary file or directory.
+func tempName(p string) (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	return path.Join(path.Dir(p), "."+path.Base(p)+".tmp-"+hex.EncodeToString(b[:])), nil
+}
+
+// replaceOwned writes the bundle's directory next to dir and renames it into
+// place, then writes the sync file the same way; all under root.
+func replaceOwned(root *os.Root, base, dir, sync string, b *render.Bundle) (err error) {
+	if err := root.MkdirAll(path.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", path.Dir(dir), err)
+	}
+	tmp, err := tempName(dir)
 	if err != nil {
-		return fmt.Errorf("create temporary directory in %s: %w", parent, err)
+		return err
+	}
+	if err := root.Mkdir(tmp, 0o755); err != nil {
+		return fmt.Errorf("create temporary directory %s: %w", tmp, err)
 	}
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(tmp)
+			_ = root.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
 	var syncData []byte
 	for _, f := range b.Files {
-		p := filepath.Join(base, filepath.FromSlash(f.Path))
+		p := path.Join(base, f.Path)
 		if p == sync {
 			syncData = f.Data
 			continue
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return fmt.Errorf("place %s: %w", f.Path, err)
+		rel := strings.TrimPrefix(p, dir+"/")
+		if rel == p {
+			return fmt.Errorf("place %s: outside %s", f.Path, dir)
 		}
-		target := filepath.Join(tmp, rel)
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", filepath.Dir(target), err)
+		target := path.Join(tmp, rel)
+		if err := root.MkdirAll(path.Dir(target), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", path.Dir(target), err)
 		}
-		if err := os.WriteFile(target, f.Data, 0o644); err != nil {
+		if err := root.WriteFile(target, f.Data, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", target, err)
 		}
 	}
 	old := tmp + ".old"
 	hadOld := false
-	if _, statErr := os.Lstat(dir); statErr == nil {
-		if err := os.Rename(dir, old); err != nil {
+	if _, statErr := root.Lstat(dir); statErr == nil {
+		if err := root.Rename(dir, old); err != nil {
 			return fmt.Errorf("move aside %s: %w", dir, err)
 		}
 		hadOld = true
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := root.Rename(tmp, dir); err != nil {
 		if hadOld {
-			_ = os.Rename(old, dir)
+			_ = root.Rename(old, dir)
 		}
 		return fmt.Errorf("move %s into place: %w", dir, err)
 	}
 	if hadOld {
-		if err := os.RemoveAll(old); err != nil {
+		if err := root.RemoveAll(old); err != nil {
 			return fmt.Errorf("remove previous %s: %w", dir, err)
 		}
 	}
 	if syncData == nil {
-		return os.RemoveAll(sync)
+		return root.RemoveAll(sync)
 	}
-	f, err := os.CreateTemp(parent, "."+filepath.Base(sync)+".tmp-")
+	tmpSync, err := tempName(sync)
 	if err != nil {
+		return err
+	}
+	if err := root.WriteFile(tmpSync, syncData, 0o644); err != nil {
+		_ = root.Remove(tmpSync)
 		return fmt.Errorf("write %s: %w", sync, err)
 	}
-	if _, err := f.Write(syncData); err != nil {
-		_ = f.Close()
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", sync, err)
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", sync, err)
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", sync, err)
-	}
-	if err := os.Rename(f.Name(), sync); err != nil {
-		_ = os.Remove(f.Name())
+	if err := root.Rename(tmpSync, sync); err != nil {
+		_ = root.Remove(tmpSync)
 		return fmt.Errorf("move %s into place: %w", sync, err)
 	}
 	return nil

@@ -2,6 +2,8 @@ package publish_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +104,154 @@ func TestDirSinkReplacesOnlyOwnedPaths(t *testing.T) {
 		if strings.Contains(e.Name(), ".tmp-") {
 			t.Errorf("temporary leftover %s", e.Name())
 		}
+	}
+}
+
+// TestCheckOutputDir: WriteOutputDir replaces a directory only when it is
+// new, empty, or holds nothing but Scribe's marker and the files it lists;
+// everything else is a NotOwnedError naming the directory, and is left as
+// it was.
+func TestCheckOutputDir(t *testing.T) {
+	bundle := &render.Bundle{Files: []render.File{{Path: "ns/workload/a/x.yaml", Data: []byte("a: 1\n")}}}
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, dir string)
+		reason string // empty: accepted
+	}{
+		{name: "a new directory", setup: func(*testing.T, string) {}},
+		{name: "an empty directory", setup: func(t *testing.T, dir string) { mkdir(t, dir) }},
+		{name: "a directory Scribe wrote", setup: func(t *testing.T, dir string) {
+			if err := publish.WriteOutputDir(context.Background(), dir, []*render.Bundle{bundle}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a directory Scribe wrote, plus a foreign file", reason: "it holds ns/NOTES.md, which Scribe did not write", setup: func(t *testing.T, dir string) {
+			if err := publish.WriteOutputDir(context.Background(), dir, []*render.Bundle{bundle}); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(dir, "ns", "NOTES.md"))
+		}},
+		{name: "a checkout", reason: "it holds .git", setup: func(t *testing.T, dir string) {
+			mkdir(t, filepath.Join(dir, ".git"))
+			write(t, filepath.Join(dir, publish.OutputMarker))
+		}},
+		{name: "someone's files", reason: "no " + publish.OutputMarker, setup: func(t *testing.T, dir string) { write(t, filepath.Join(dir, "README.md")) }},
+		{name: "a regular file", reason: "not a directory", setup: func(t *testing.T, dir string) { write(t, dir) }},
+		{name: "a symbolic link", reason: "symbolic link", setup: func(t *testing.T, dir string) {
+			target := t.TempDir()
+			if err := os.Symlink(target, dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a marker that is not Scribe's JSON", reason: "unreadable", setup: func(t *testing.T, dir string) { write(t, filepath.Join(dir, publish.OutputMarker)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			tc.setup(t, dir)
+			before := snapshot(t, dir)
+			err := publish.WriteOutputDir(context.Background(), dir, []*render.Bundle{bundle})
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if data, err := os.ReadFile(filepath.Join(dir, "ns/workload/a/x.yaml")); err != nil || string(data) != "a: 1\n" {
+					t.Fatalf("x.yaml = %q, %v", data, err)
+				}
+				return
+			}
+			var notOwned *publish.NotOwnedError
+			if !errors.As(err, &notOwned) || notOwned.Dir != dir || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("error %v, want a NotOwnedError for %s with %q", err, dir, tc.reason)
+			}
+			if after := snapshot(t, dir); after != before {
+				t.Fatalf("the refused directory changed:\n%s\nto:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestWriteOutputDirStopsWithTheContext: a cancelled write leaves nothing.
+func TestWriteOutputDirStopsWithTheContext(t *testing.T) {
+	parent := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := &render.Bundle{Files: []render.File{{Path: "a.yaml", Data: []byte("a: 1\n")}}}
+	if err := publish.WriteOutputDir(ctx, filepath.Join(parent, "out"), []*render.Bundle{b}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, p string) {
+	t.Helper()
+	mkdir(t, filepath.Dir(p))
+	if err := os.WriteFile(p, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot lists every path under p (or p itself) with its mode and content.
+func snapshot(t *testing.T, p string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(p, func(q string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %s", q, info.Mode())
+		if info.Mode().IsRegular() {
+			data, err := os.ReadFile(q)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %q", data)
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestDirSinkStaysInsideRoot: a symbolic link in the tree that leads out of
+// Root (here the namespace directory) makes the publish fail; nothing is
+// written, replaced or deleted outside Root.
+func TestDirSinkStaysInsideRoot(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "workload", "a", "keep.txt"))
+	mkdir(t, filepath.Join(root, "deploy"))
+	if err := os.Symlink(outside, filepath.Join(root, "deploy", "ns")); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, outside)
+	d := publish.Dir{Root: root, Path: "deploy"}
+	a := testBundle("ns", "a", "one")
+	if _, err := d.Publish(context.Background(), publish.ChangeFor(a)); err == nil {
+		t.Fatal("a publish through a symbolic link out of Root succeeded")
+	}
+	if _, err := d.Publish(context.Background(), publish.DeleteFor(a.Source, 2)); err == nil {
+		t.Fatal("a delete through a symbolic link out of Root succeeded")
+	}
+	if after := snapshot(t, outside); after != before {
+		t.Fatalf("outside Root changed:\n%s\nto:\n%s", before, after)
 	}
 }
