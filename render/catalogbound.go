@@ -40,6 +40,9 @@ const (
 	addressSpaceHeadroom = 2 << 30
 	// envCatalogMemory passes the memory bound to the checker.
 	envCatalogMemory = "SCRIBE_CATALOG_CHECK_MEMORY"
+	// envCatalogChild marks a process CatalogBound started as its checker:
+	// see init.
+	envCatalogChild = "SCRIBE_CATALOG_CHECK_CHILD"
 	// Exit codes of the checker besides 0 (the catalogs load).
 	exitCatalogInvalid = 3
 	exitCatalogMemory  = 4
@@ -49,11 +52,12 @@ const (
 // time and memory, and loads them into an engine only when that succeeded:
 // CUE has no cancellation and no memory cap, and a catalog of a few lines
 // (`list.Range(0, 5e7, 1)`) can take gigabytes. The child runs Command, a
-// program that calls ServeCatalogCheck; the scribe binary does so under its
-// hidden `catalog-check` subcommand (see DefaultCatalogBound). A program
-// embedding this package that loads untrusted catalogs serves
-// ServeCatalogCheck itself (e.g. when started with an argument it
-// recognises) and names itself in Command.
+// program that links this package: CatalogBound marks the child in its
+// environment, and this package's init serves ServeCatalogCheck before the
+// program's main runs (see init). DefaultCatalogBound names the running
+// executable, so any program using this package gets the bound without
+// code of its own; the scribe binary also has a hidden `catalog-check`
+// subcommand that serves the same check from stdin.
 type CatalogBound struct {
 	// Command starts the checker: argv, Command[0] a path.
 	Command []string
@@ -226,6 +230,7 @@ func (b CatalogBound) check(ctx context.Context, req *catalogRequest) error {
 	stderr := &headBuffer{max: 64 << 10}
 	cmd.Stderr = stderr
 	cmd.Env = append(os.Environ(),
+		envCatalogChild+"=1",
 		envCatalogMemory+"="+strconv.FormatInt(mem, 10),
 		"GOMEMLIMIT="+strconv.FormatInt(mem, 10))
 	cmd.WaitDelay = 2 * time.Second
@@ -270,6 +275,19 @@ func (h *headBuffer) Write(p []byte) (int, error) {
 		h.Buffer.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// init makes every program that links this package the catalog checker
+// when CatalogBound started it as one: before main (or a test binary's
+// TestMain) runs, it serves ServeCatalogCheck and exits. So the checker
+// never runs the program's own work, whatever the program is: the scribe
+// CLI, the controller, a test binary embedding the controller, or another
+// program using this package with DefaultCatalogBound.
+func init() {
+	if os.Getenv(envCatalogChild) != "1" {
+		return
+	}
+	os.Exit(ServeCatalogCheck(os.Stdin, os.Stderr))
 }
 
 // ServeCatalogCheck is the checker's side of CatalogBound: it bounds this

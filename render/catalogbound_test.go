@@ -12,22 +12,11 @@ import (
 	"github.com/scribe-gitops/scribe/render"
 )
 
-// envChecker makes this test binary the catalog checker (see TestMain).
-const envChecker = "SCRIBE_TEST_CATALOG_CHECKER"
-
-// TestMain serves the catalog checker when a test re-executes this binary
-// as CatalogBound's child.
-func TestMain(m *testing.M) {
-	if os.Getenv(envChecker) == "1" {
-		os.Exit(render.ServeCatalogCheck(os.Stdin, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
-// testBound re-executes this test binary as the checker.
+// testBound re-executes this test binary as the checker: render's init
+// serves the check in the child before any test code runs, as it would in
+// any program linking render.
 func testBound(t *testing.T) render.CatalogBound {
 	t.Helper()
-	t.Setenv(envChecker, "1")
 	return render.CatalogBound{Command: []string{os.Args[0]}, Timeout: 8 * time.Second, Memory: 512 << 20}
 }
 

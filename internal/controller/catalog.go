@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fluxcd/pkg/http/fetch"
 	"github.com/fluxcd/pkg/tar"
@@ -64,7 +65,15 @@ type catalogs struct {
 type loadedCatalog struct {
 	engine *render.Engine
 	err    error // a *reasonError with ReasonCatalogInvalid
+	// until, when set, is when the verdict expires: a timeout may be the
+	// node's load rather than the catalog, so it is tried again later.
+	until time.Time
 }
+
+// catalogTimeoutRetry is how long a catalog that timed out stays invalid
+// before it is evaluated again (a CUE or memory failure stays until the
+// artifact changes).
+const catalogTimeoutRetry = 5 * time.Minute
 
 // EngineFor returns the render engine for t: the built-in one, or, when the
 // Repository has spec.catalog, one that also holds the user's catalog from
@@ -140,7 +149,7 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 	key := digest + "\x00" + dir
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l, ok := c.engines[key]; ok {
+	if l, ok := c.engines[key]; ok && (l.until.IsZero() || time.Now().Before(l.until)) {
 		return l.engine, l.err
 	}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
@@ -179,8 +188,14 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 	if c.engines == nil {
 		c.engines = map[string]loadedCatalog{}
 	}
-	c.engines[key] = loadedCatalog{engine: e, err: err}
-	c.order = append(c.order, key)
+	l := loadedCatalog{engine: e, err: err}
+	if ce := (*render.CatalogError)(nil); errors.As(err, &ce) && ce.Reason == render.CatalogTimeout {
+		l.until = time.Now().Add(catalogTimeoutRetry)
+	}
+	if _, again := c.engines[key]; !again {
+		c.order = append(c.order, key)
+	}
+	c.engines[key] = l
 	for len(c.order) > catalogEngines {
 		delete(c.engines, c.order[0])
 		c.order = c.order[1:]

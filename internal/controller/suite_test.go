@@ -33,7 +33,6 @@ import (
 	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
-	"github.com/scribe-gitops/scribe/render"
 )
 
 // env is one kube-apiserver + etcd with Scribe's, Flux's and Argo CD's
@@ -94,13 +93,9 @@ func testEnv(t testing.TB) *env {
 }
 
 // TestMain routes controller logs to stderr when SCRIBE_TEST_LOG is set
-// and discards them otherwise. Run as `<test binary> catalog-check` (the
-// controller's default catalog checker is its own executable), it serves
-// the bounded catalog check instead.
+// and discards them otherwise. (Run as the controller's catalog checker,
+// the binary is served by render's init before TestMain.)
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == render.CatalogCheckCommand {
-		os.Exit(render.ServeCatalogCheck(os.Stdin, os.Stderr))
-	}
 	if os.Getenv("SCRIBE_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
 	} else {
