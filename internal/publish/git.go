@@ -2,12 +2,14 @@ package publish
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -22,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -131,12 +134,28 @@ type Git struct {
 	writers map[string]*gitWriter
 }
 
-// lockedStore serializes the use of one cached repository. Its lock is a
-// semaphore that gives up with the caller's context, and every holder runs
-// under storeTimeout, so a remote that hangs cannot wedge other callers.
+// lockedStore serializes the use of one cached repository: within the
+// process by a semaphore that gives up with the caller's context, across
+// processes by an flock(2) on <cache>/<key>.lock. Every holder runs under
+// storeTimeout, so a remote that hangs cannot wedge other callers.
+//
+// The lock file also carries a token that each holder replaces when it
+// takes the lock: a holder that finds another token than the one it wrote
+// knows another process (or another Git in this one) has used the cache
+// since, perhaps been killed in the middle, and opens and checks the cache
+// again before using it (go-git keeps the pack indexes it has read).
 type lockedStore struct {
-	sem   chan struct{}
+	sem      chan struct{}
+	dir, url string
+	display  string
+	lockPath string
+	ep       *transport.Endpoint
+	tr       transport.Transport
+	fetches  *atomic.Int64
+	// store is nil until the first lock.
 	store *gitStore
+	// token is what this lockedStore last wrote into the lock file.
+	token string
 }
 
 // storeTimeout bounds one operation on a cached repository: every fetch,
@@ -144,15 +163,86 @@ type lockedStore struct {
 const storeTimeout = 2 * time.Minute
 
 // lock takes the store for one operation and returns the context to use
-// (bounded by storeTimeout) and the release function.
-func (ls *lockedStore) lock(ctx context.Context) (context.Context, func(), error) {
+// (bounded by storeTimeout), the store, and the release function.
+func (ls *lockedStore) lock(ctx context.Context) (context.Context, *gitStore, func(), error) {
 	select {
 	case ls.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.store.display, ctx.Err())
+		return nil, nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.display, ctx.Err())
+	}
+	fl, err := acquireFileLock(ctx, ls.lockPath)
+	if err != nil {
+		<-ls.sem
+		return nil, nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.display, err)
+	}
+	if err := ls.claim(fl); err != nil {
+		fl.release()
+		<-ls.sem
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	return ctx, func() { cancel(); <-ls.sem }, nil
+	return ctx, ls.store, func() { cancel(); fl.release(); <-ls.sem }, nil
+}
+
+// claim reads the token in the held lock file, opens (and checks) the
+// cache again when someone else wrote it since, and writes a new token.
+func (ls *lockedStore) claim(fl *fileLock) error {
+	buf := make([]byte, 64)
+	n, err := fl.f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read lock %s: %w", ls.lockPath, err)
+	}
+	if ls.store == nil || ls.token == "" || string(buf[:n]) != ls.token {
+		st, err := openGitStore(ls.dir, ls.url, ls.ep, ls.tr)
+		if err != nil {
+			return err
+		}
+		st.fetches = ls.fetches
+		ls.store = st
+	}
+	var tok [16]byte
+	_, _ = crand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
+	if err := fl.f.Truncate(0); err != nil {
+		return fmt.Errorf("write lock %s: %w", ls.lockPath, err)
+	}
+	if _, err := fl.f.WriteAt([]byte(token), 0); err != nil {
+		ls.token = ""
+		return fmt.Errorf("write lock %s: %w", ls.lockPath, err)
+	}
+	ls.token = token
+	return nil
+}
+
+// do runs fn on the locked store. A panic in fn (go-git panics on some
+// damaged packs) becomes an *Error with ReasonInternal; after it, or after
+// an error with ReasonCacheCorrupt, the cache is dropped and fn runs once
+// more on a fresh one. auth is set on the store for fn.
+func (ls *lockedStore) do(ctx context.Context, auth transport.AuthMethod, fn func(ctx context.Context, st *gitStore) error) error {
+	ctx, st, unlock, err := ls.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = runStore(ctx, st, auth, fn)
+	if r := ReasonOf(err); r != ReasonCacheCorrupt && r != ReasonInternal {
+		return err
+	}
+	if rerr := st.reset(); rerr != nil {
+		return fmt.Errorf("%w; dropping the cache failed too: %w", err, rerr)
+	}
+	return runStore(ctx, st, auth, fn)
+}
+
+func runStore(ctx context.Context, st *gitStore, auth transport.AuthMethod, fn func(ctx context.Context, st *gitStore) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Reason: ReasonInternal, Op: "use the git cache of", URL: st.display,
+				Err: fmt.Errorf("panic: %v", r), Hint: "the cache was dropped; report this if it persists"}
+		}
+	}()
+	st.auth = auth
+	return fn(ctx, st)
 }
 
 type gitStats struct {
@@ -225,41 +315,50 @@ func (g *Git) CheckAccess(ctx context.Context, opts GitOptions) (string, error) 
 	if opts.URL == "" || opts.Branch == "" {
 		return "", fmt.Errorf("git access check: url and branch are required")
 	}
-	ls, err := g.store(opts.URL, opts.Auth)
+	ls, err := g.store(opts.URL)
 	if err != nil {
 		return "", err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
+	var h plumbing.Hash
+	err = ls.do(ctx, opts.Auth, func(ctx context.Context, st *gitStore) error {
+		sess, ar, err := st.remoteRefs(ctx)
+		if err != nil {
+			return err
+		}
+		_ = sess.Close()
+		h = refHash(ar, plumbing.NewBranchReferenceName(opts.Branch))
+		return nil
+	})
+	if err != nil || h.IsZero() {
 		return "", err
-	}
-	defer unlock()
-	ls.store.auth = opts.Auth
-	sess, ar, err := ls.store.remoteRefs(ctx)
-	if err != nil {
-		return "", err
-	}
-	_ = sess.Close()
-	h := refHash(ar, plumbing.NewBranchReferenceName(opts.Branch))
-	if h.IsZero() {
-		return "", nil
 	}
 	return h.String(), nil
 }
 
-// store returns the cached repository of url, opening it on first use.
-func (g *Git) store(url string, auth transport.AuthMethod) (*lockedStore, error) {
+// store returns the cached repository of url; it is opened (and checked)
+// under its lock, on first use.
+func (g *Git) store(url string) (*lockedStore, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ls, ok := g.stores[url]
 	if !ok {
-		sum := sha256.Sum256([]byte(url))
-		s, err := openGitStore(filepath.Join(g.cacheDir, hex.EncodeToString(sum[:8])), url, auth)
+		ep, err := transport.NewEndpoint(url)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("git URL %q: %w", redactURL(url), err)
 		}
-		s.fetches = &g.stats.fetches
-		ls = &lockedStore{store: s, sem: make(chan struct{}, 1)}
+		tr, err := client.NewClient(ep)
+		if err != nil {
+			return nil, fmt.Errorf("git URL %q: %w", redactURL(url), err)
+		}
+		if err := os.MkdirAll(g.cacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("create git cache %s: %w", g.cacheDir, err)
+		}
+		sum := sha256.Sum256([]byte(url))
+		key := hex.EncodeToString(sum[:8])
+		ls = &lockedStore{
+			sem: make(chan struct{}, 1), dir: filepath.Join(g.cacheDir, key), url: url, display: redactURL(url),
+			lockPath: filepath.Join(g.cacheDir, key+".lock"), ep: ep, tr: tr, fetches: &g.stats.fetches,
+		}
 		g.stores[url] = ls
 	}
 	return ls, nil
@@ -455,16 +554,22 @@ type batchResult struct {
 }
 
 func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pathChange) (batchResult, error) {
-	ls, err := w.git.store(s.opts.URL, s.opts.Auth)
+	ls, err := w.git.store(s.opts.URL)
 	if err != nil {
 		return batchResult{}, err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
-		return batchResult{}, err
-	}
-	defer unlock()
-	ls.store.auth = s.opts.Auth
+	var res batchResult
+	err = ls.do(ctx, s.opts.Auth, func(ctx context.Context, st *gitStore) error {
+		var err error
+		res, err = w.commitWithRetry(ctx, st, s, edits)
+		return err
+	})
+	return res, err
+}
+
+// commitWithRetry commits and pushes edits, trying again on the new tip
+// when another writer moved the branch first.
+func (w *gitWriter) commitWithRetry(ctx context.Context, st *gitStore, s *gitSink, edits []pathChange) (batchResult, error) {
 	var lastErr error
 	for attempt := 0; attempt < s.opts.MaxAttempts; attempt++ {
 		if attempt > 0 {
@@ -472,7 +577,7 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 				return batchResult{}, err
 			}
 		}
-		res, err := commitAndPush(ctx, ls.store, s, s.opts.Branch, edits)
+		res, err := commitAndPush(ctx, st, s, s.opts.Branch, edits)
 		if err == nil {
 			if res.Changed {
 				w.git.stats.commits.Add(1)
@@ -532,11 +637,11 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	objs := &overlay.ObjectStorage
 	newTree, err := graft(st, objs, oldTree, edits, s.opts.SyncIndex)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
+		return batchResult{}, st.corrupt(err)
 	}
 	changed, syncChanged, err := changedOwners(st, objs, oldTree, newTree, edits)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
+		return batchResult{}, st.corrupt(err)
 	}
 	res := batchResult{changed: changed, syncChanged: syncChanged, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
 	if newTree == oldTree || (tip.IsZero() && len(changed) == 0) {
@@ -567,9 +672,7 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 		}
 		return batchResult{}, err
 	}
-	if err := st.keep(pack, branch, commit); err != nil {
-		return batchResult{}, err
-	}
+	st.keep(pack, branch, commit)
 	res.Commit = commit.String()
 	res.Revision = branch + "@sha1:" + commit.String()
 	res.Changed = true
@@ -931,17 +1034,20 @@ func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.Object
 	if a.IsZero() || b.IsZero() || a.String() != ours || b.String() != applied {
 		return false, fmt.Errorf("descends: %q and %q must be commit SHAs", ours, applied)
 	}
-	ls, err := g.store(opts.URL, opts.Auth)
+	ls, err := g.store(opts.URL)
 	if err != nil {
 		return false, err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
-	st := ls.store
-	st.auth = opts.Auth
+	var same bool
+	err = ls.do(ctx, opts.Auth, func(ctx context.Context, st *gitStore) error {
+		var err error
+		same, err = descends(ctx, st, opts, src, a, b)
+		return err
+	})
+	return same, err
+}
+
+func descends(ctx context.Context, st *gitStore, opts GitOptions, src scribev1.ObjectIdentity, a, b plumbing.Hash) (bool, error) {
 	if !st.hasCommit(b) || !st.hasCommit(a) {
 		sess, ar, err := st.remoteRefs(ctx)
 		if err != nil {
