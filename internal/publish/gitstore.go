@@ -391,10 +391,7 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (m
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		if isLocalStorageError(err) {
-			return nil, s.corrupt(fmt.Errorf("fetch: %w", err))
-		}
-		return nil, classifyGitError("fetch from", s.display, err)
+		return nil, s.fetchError(err)
 	}
 	fetched := map[string]bool{}
 	for _, sp := range specs {
@@ -430,7 +427,7 @@ func (s *gitStore) deepen(ctx context.Context, branch string, depth int) error {
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return classifyGitError("fetch from", s.display, err)
+		return s.fetchError(err)
 	}
 	return nil
 }
@@ -533,12 +530,20 @@ func (s *gitStore) corrupt(err error) error {
 	return &Error{Reason: ReasonCacheCorrupt, Op: "read the git cache of", URL: s.display, Err: err}
 }
 
-// isLocalStorageError says whether a fetch failed on the cache's side:
-// an object it should hold is missing or unreadable.
-func isLocalStorageError(err error) bool {
+// fetchError classifies a failed fetch: the cache's fault when an object
+// it should hold is missing or unreadable, or when the cache no longer
+// passes its checks (a file of it vanished or was garbled under it);
+// otherwise the remote's.
+func (s *gitStore) fetchError(err error) error {
 	msg := err.Error()
-	return errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, plumbing.ErrReferenceNotFound) ||
-		strings.Contains(msg, "ref file is empty") || strings.Contains(msg, "zlib") || strings.Contains(msg, "packfile")
+	if errors.Is(err, plumbing.ErrObjectNotFound) || strings.Contains(msg, "ref file is empty") ||
+		strings.Contains(msg, "zlib") || strings.Contains(msg, "packfile") {
+		return s.corrupt(fmt.Errorf("fetch: %w", err))
+	}
+	if cerr := checkCache(s.dir, s.url, s.repo); cerr != nil {
+		return s.corrupt(fmt.Errorf("fetch: %w (%w)", err, cerr))
+	}
+	return classifyGitError("fetch from", s.display, err)
 }
 
 func (s *gitStore) writePack(pack []byte) error {
