@@ -224,7 +224,7 @@ func truncate(t *testing.T, p string, keep float64) {
 func TestGitBrokenCacheIsRebuiltNotFailedForever(t *testing.T) {
 	ref := func(repo string) string { return filepath.Join(repo, "refs/remotes/origin/main") }
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, cache, repo string)
 	}{
 		{"an empty ref file", func(t *testing.T, _, repo string) {
