@@ -731,7 +731,7 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 		return plumbing.ZeroHash, err
 	}
 	if index && !empty {
-		if h, empty, err = writeSyncIndex(src, objs, h, edits); err != nil {
+		if h, empty, err = writeSyncIndex(src, objs, h, edits, st.display); err != nil {
 			return plumbing.ZeroHash, err
 		}
 	}
@@ -752,33 +752,8 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 	return h, nil
 }
 
-// SyncIndexFile is the index Scribe keeps at the repository path when
-// GitOptions.SyncIndex is set: a kustomization listing every
-// <namespace>/<kind>/<name>.sync.yaml below it, so one root Flux
-// Kustomization (or Argo CD Application) at the path applies exactly the
-// per-object sync objects, and each of those applies its own directory.
-const SyncIndexFile = "kustomization.yaml"
-
-// SyncIndexData is the content of the sync index listing files (paths
-// relative to the index, sorted). An empty index stays (resources: []): the
-// path must keep existing for the root applier object to prune what the
-// last object left.
-func SyncIndexData(files []string) []byte {
-	var b strings.Builder
-	b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	if len(files) == 0 {
-		b.WriteString("resources: []\n")
-	} else {
-		b.WriteString("resources:\n")
-	}
-	for _, f := range files {
-		b.WriteString("- " + f + "\n")
-	}
-	return []byte(b.String())
-}
-
 // writeSyncIndex rewrites the index of every repository path the edits touch.
-func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing.Hash, edits []pathChange) (plumbing.Hash, bool, error) {
+func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing.Hash, edits []pathChange, display string) (plumbing.Hash, bool, error) {
 	idx := newTreeEdit()
 	seen := map[string]bool{}
 	cache := map[plumbing.Hash]*object.Tree{}
@@ -792,8 +767,15 @@ func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}
+		if err := checkSyncIndexIn(src, cache, tree, p, display); err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		data, err := SyncIndexData(files)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
 		d := idx.dir(p)
-		blob, err := putBlob(objs, SyncIndexData(files))
+		blob, err := putBlob(objs, data)
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}
