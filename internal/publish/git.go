@@ -128,6 +128,9 @@ type Git struct {
 
 	cacheDir string
 	stats    gitStats
+	// ids caches the objects each blob and owned tree holds, for the
+	// cross-resource collision check.
+	ids identityCache
 
 	mu      sync.Mutex
 	stores  map[string]*lockedStore
@@ -503,27 +506,43 @@ func (w *gitWriter) commitBatch(batch []*request) {
 	type item struct {
 		change Change
 		path   string
+		req    int
 	}
 	var order []string
 	items := map[string]item{}
-	for _, r := range batch {
+	// Requests that change the same object fail or land together: a unit
+	// is a set of requests joined by a shared object (union-find).
+	unit := make([]int, len(batch))
+	var find func(i int) int
+	find = func(i int) int {
+		if unit[i] != i {
+			unit[i] = find(unit[i])
+		}
+		return unit[i]
+	}
+	for i, r := range batch {
+		unit[i] = i
 		for _, c := range r.changes {
 			key := r.sink.opts.Path + "\x00" + ObjectRef(c.Source)
-			if _, seen := items[key]; !seen {
+			if prev, seen := items[key]; !seen {
 				order = append(order, key)
+			} else {
+				unit[find(prev.req)] = find(i)
 			}
-			items[key] = item{change: c, path: r.sink.opts.Path}
+			items[key] = item{change: c, path: r.sink.opts.Path, req: i}
 		}
 	}
 	edits := make([]pathChange, 0, len(order))
 	for _, k := range order {
-		edits = append(edits, pathChange{Change: items[k].change, RepoPath: items[k].path})
+		edits = append(edits, pathChange{Change: items[k].change, RepoPath: items[k].path, unit: find(items[k].req)})
 	}
 
 	res, err := w.publishWithRetry(ctx, s, edits)
-	for _, r := range batch {
+	for i, r := range batch {
 		r.res, r.err = res.Result, err
-		if err == nil {
+		if err == nil && res.rejected[find(i)] != nil {
+			r.res, r.err = Result{}, res.rejected[find(i)]
+		} else if err == nil {
 			r.res.Changed = false
 			for _, c := range r.changes {
 				key := r.sink.opts.Path + "\x00" + ObjectRef(c.Source)
@@ -543,6 +562,8 @@ func (w *gitWriter) commitBatch(batch []*request) {
 type pathChange struct {
 	Change
 	RepoPath string
+	// unit groups the changes that land or fail together (see commitBatch).
+	unit int
 }
 
 func (pc pathChange) dir() string { return path.Join(pc.RepoPath, OwnedDir(pc.Source)) }
@@ -551,6 +572,9 @@ type batchResult struct {
 	Result
 	changed     map[string]bool
 	syncChanged map[string]bool
+	// rejected holds, by unit, the changes left out of the commit because
+	// their objects collide with another custom resource's.
+	rejected map[int]error
 }
 
 func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pathChange) (batchResult, error) {
@@ -635,6 +659,22 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	}
 	overlay := memory.NewStorage()
 	objs := &overlay.ObjectStorage
+	rejected, err := collisions(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &s.w.git.ids, oldTree, edits, st.display)
+	if err != nil {
+		return batchResult{}, st.corrupt(err)
+	}
+	if len(rejected) > 0 {
+		kept := make([]pathChange, 0, len(edits))
+		for _, pc := range edits {
+			if rejected[pc.unit] == nil {
+				kept = append(kept, pc)
+			}
+		}
+		edits = kept
+		if len(edits) == 0 {
+			return batchResult{rejected: rejected}, nil
+		}
+	}
 	newTree, err := graft(st, objs, oldTree, edits, s.opts.SyncIndex)
 	if err != nil {
 		return batchResult{}, st.corrupt(err)
@@ -643,7 +683,7 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	if err != nil {
 		return batchResult{}, st.corrupt(err)
 	}
-	res := batchResult{changed: changed, syncChanged: syncChanged, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
+	res := batchResult{changed: changed, syncChanged: syncChanged, rejected: rejected, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
 	if newTree == oldTree || (tip.IsZero() && len(changed) == 0) {
 		// Nothing to write (a delete on a branch that does not exist is no
 		// reason to create it).

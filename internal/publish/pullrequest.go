@@ -109,6 +109,13 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 			if err != nil {
 				return Proposal{}, "", "", err
 			}
+			rejected, err := collisions(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &g.ids, baseTree, edits, st.display)
+			if err != nil {
+				return Proposal{}, "", "", st.corrupt(err)
+			}
+			if err := rejected[0]; err != nil {
+				return Proposal{}, "", "", err
+			}
 			newTree, err := graft(st, objs, baseTree, edits, s.opts.SyncIndex)
 			if err != nil {
 				return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)

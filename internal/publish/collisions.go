@@ -1,0 +1,378 @@
+package publish
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+)
+
+// Objects of different custom resources must not share an identity (API
+// group, kind, namespace, name): the second would take the first one's
+// object over through Git (a Workload "attacker" rendering a Service named
+// like Workload "checkout"'s). Before a commit, the Git sink checks every
+// object a change renders, and its sync objects, against what the other
+// custom resources' owned paths already hold under the same repository
+// path, and against the other changes of the batch. A change that collides
+// fails with ReasonObjectConflict and is not committed, together with the
+// other changes of its Publish call (a call succeeds or fails as a whole);
+// the other calls of the batch still land. Within a batch, the change that
+// comes first keeps the object.
+
+// objectKey is an object's identity: group/kind/namespace/name.
+type objectKey string
+
+func keyOf(apiVersion, kind, namespace, name string) objectKey {
+	group, _, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		group = "" // "v1": the core group
+	}
+	return objectKey(group + "/" + kind + "/" + namespace + "/" + name)
+}
+
+func (k objectKey) String() string {
+	parts := strings.SplitN(string(k), "/", 4)
+	kind := parts[1]
+	if parts[0] != "" {
+		kind += "." + parts[0]
+	}
+	if parts[2] == "" {
+		return kind + " " + parts[3]
+	}
+	return kind + " " + parts[2] + "/" + parts[3]
+}
+
+// heldObject is an object found in the tree, with the file it is in
+// (relative to its owned directory's parent, e.g. "web/service-web.yaml").
+type heldObject struct {
+	key  objectKey
+	file string
+}
+
+// identityCache maps a blob or owned tree's hash to the objects it holds,
+// so each is parsed once for the life of the Git publisher. It is dropped
+// whole when it grows past maxIdentityCache entries.
+type identityCache struct {
+	mu sync.Mutex
+	m  map[plumbing.Hash][]heldObject
+}
+
+const maxIdentityCache = 100_000
+
+func (c *identityCache) get(h plumbing.Hash) ([]heldObject, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[h]
+	return v, ok
+}
+
+func (c *identityCache) put(h plumbing.Hash, v []heldObject) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxIdentityCache {
+		c.m = map[plumbing.Hash][]heldObject{}
+	}
+	c.m[h] = v
+}
+
+// objectsOf parses the identities of the Kubernetes objects in a YAML
+// stream. Documents that are not objects (no kind or name) are skipped: the
+// check is about objects that would be applied.
+func objectsOf(data []byte, file string) ([]heldObject, error) {
+	var out []heldObject
+	r := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		var meta struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			// Not an object Scribe could read; the applier will say more.
+			continue
+		}
+		if meta.Kind == "" || meta.Metadata.Name == "" {
+			continue
+		}
+		out = append(out, heldObject{key: keyOf(meta.APIVersion, meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name), file: file})
+	}
+}
+
+func blobObjects(src layeredStorer, ids *identityCache, h plumbing.Hash, file string) ([]heldObject, error) {
+	if v, ok := ids.get(h); ok {
+		return v, nil
+	}
+	b, err := object.GetBlob(src, h)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	r, err := b.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	data, err := io.ReadAll(r)
+	_ = r.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	v, err := objectsOf(data, file)
+	if err != nil {
+		return nil, err
+	}
+	ids.put(h, v)
+	return v, nil
+}
+
+// ownedDirObjects returns the objects of the owned directory tree h (named
+// name): every *.yaml file in it but its kustomization.
+func ownedDirObjects(src layeredStorer, ids *identityCache, h plumbing.Hash, name string) ([]heldObject, error) {
+	if v, ok := ids.get(h); ok {
+		return v, nil
+	}
+	t, err := object.GetTree(src, h)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
+	}
+	var out []heldObject
+	for _, e := range t.Entries {
+		if e.Mode == filemode.Dir || !strings.HasSuffix(e.Name, ".yaml") || e.Name == "kustomization.yaml" {
+			continue
+		}
+		objs, err := blobObjects(src, ids, e.Hash, e.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, heldObject{key: o.key, file: name + "/" + o.file})
+		}
+	}
+	ids.put(h, out)
+	return out, nil
+}
+
+// claim is an object held in the tree by the custom resource whose owned
+// directory is owner (repository-relative).
+type claim struct {
+	owner string
+	file  string
+}
+
+// heldIn walks the owned directories (<ns>/<kind>/<name>/) and sync files
+// (<ns>/<kind>/<name>.sync.yaml) below dir in the tree root and returns,
+// for every object in want, who holds it.
+func heldIn(src layeredStorer, ids *identityCache, trees map[plumbing.Hash]*object.Tree, root plumbing.Hash, dir string, want map[objectKey]bool) (map[objectKey][]claim, error) {
+	h := root
+	if dir != "" {
+		var err error
+		if h, err = lookupPath(src, trees, root, dir); err != nil || h.IsZero() {
+			return nil, err
+		}
+	}
+	held := map[objectKey][]claim{}
+	record := func(owner string, objs []heldObject) {
+		for _, o := range objs {
+			if want[o.key] {
+				held[o.key] = append(held[o.key], claim{owner: owner, file: o.file})
+			}
+		}
+	}
+	var walk func(h plumbing.Hash, prefix string, depth int) error
+	walk = func(h plumbing.Hash, prefix string, depth int) error {
+		t, err := object.GetTree(src, h)
+		if err != nil {
+			return fmt.Errorf("read tree %s: %w", h, err)
+		}
+		for _, e := range t.Entries {
+			switch {
+			case depth < 2 && e.Mode == filemode.Dir:
+				if err := walk(e.Hash, prefix+e.Name+"/", depth+1); err != nil {
+					return err
+				}
+			case depth == 2 && e.Mode == filemode.Dir:
+				objs, err := ownedDirObjects(src, ids, e.Hash, e.Name)
+				if err != nil {
+					return err
+				}
+				record(path.Join(dir, prefix+e.Name), objs)
+			case depth == 2 && strings.HasSuffix(e.Name, ".sync.yaml"):
+				objs, err := blobObjects(src, ids, e.Hash, e.Name)
+				if err != nil {
+					return err
+				}
+				record(path.Join(dir, prefix+strings.TrimSuffix(e.Name, ".sync.yaml")), objs)
+			}
+		}
+		return nil
+	}
+	if err := walk(h, "", 0); err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// changeObjects lists what a change puts into the cluster: the rendered
+// objects and its sync objects.
+func changeObjects(c Change) []scribev1.ObjectIdentity {
+	if c.Delete || c.Bundle == nil {
+		return nil
+	}
+	out := append([]scribev1.ObjectIdentity(nil), c.Bundle.Objects...)
+	if c.Bundle.SyncSource != nil {
+		out = append(out, *c.Bundle.SyncSource)
+	}
+	if c.Bundle.Sync.Kind != "" {
+		out = append(out, c.Bundle.Sync)
+	}
+	return out
+}
+
+// collisions finds the units of edits whose objects another custom
+// resource already holds (in tree, under the same repository path, and not
+// replaced by this batch) or that an earlier change of the batch renders.
+// A rejected unit keeps its old content, which may make others collide,
+// so it repeats until nothing more is rejected.
+func collisions(src layeredStorer, ids *identityCache, tree plumbing.Hash, edits []pathChange, display string) (map[int]error, error) {
+	want := map[string]map[objectKey]bool{} // by repository path
+	for _, pc := range edits {
+		for _, o := range changeObjects(pc.Change) {
+			if want[pc.RepoPath] == nil {
+				want[pc.RepoPath] = map[objectKey]bool{}
+			}
+			want[pc.RepoPath][keyOf(o.APIVersion, o.Kind, o.Namespace, o.Name)] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	repoPaths := make([]string, 0, len(want))
+	for p := range want {
+		repoPaths = append(repoPaths, p)
+	}
+	sort.Strings(repoPaths)
+	trees := map[plumbing.Hash]*object.Tree{}
+	held := map[string]map[objectKey][]claim{}
+	for _, p := range repoPaths {
+		h, err := heldIn(src, ids, trees, tree, p, want[p])
+		if err != nil {
+			return nil, err
+		}
+		held[p] = h
+	}
+
+	rejected := map[int]error{}
+	for {
+		replaced := map[string]bool{}
+		for _, pc := range edits {
+			if rejected[pc.unit] == nil {
+				replaced[pc.dir()] = true
+			}
+		}
+		type owner struct {
+			dir, file string
+			batch     *pathChange
+		}
+		claims := map[string]owner{} // repository path + key
+		for _, p := range repoPaths {
+			for k, cs := range held[p] {
+				for _, c := range cs {
+					if !replaced[c.owner] {
+						claims[p+"\x00"+string(k)] = owner{dir: c.owner, file: c.file}
+					}
+				}
+			}
+		}
+		more := false
+		for i := range edits {
+			pc := &edits[i]
+			if rejected[pc.unit] != nil {
+				continue
+			}
+			for _, o := range changeObjects(pc.Change) {
+				k := keyOf(o.APIVersion, o.Kind, o.Namespace, o.Name)
+				ck := pc.RepoPath + "\x00" + string(k)
+				prev, taken := claims[ck]
+				if !taken {
+					claims[ck] = owner{dir: pc.dir(), batch: pc}
+					continue
+				}
+				if prev.dir == pc.dir() {
+					continue
+				}
+				by := fmt.Sprintf("the custom resource whose files are at %s/ (in %s)", prev.dir, path.Join(path.Dir(prev.dir), prev.file))
+				if prev.batch != nil {
+					by = fmt.Sprintf("%s %s/%s, published in the same commit", prev.batch.Source.Kind, prev.batch.Source.Namespace, prev.batch.Source.Name)
+				} else if src, ok := provenanceOf(src, trees, tree, prev.dir); ok {
+					by = fmt.Sprintf("%s %s/%s (files at %s/, object in %s)", src.Kind, src.Namespace, src.Name, prev.dir, path.Join(path.Dir(prev.dir), prev.file))
+				}
+				rejected[pc.unit] = &Error{Reason: ReasonObjectConflict, Op: "publish to", URL: display,
+					Err: fmt.Errorf("%s %s/%s renders %s, which %s already publishes under %s; Scribe does not let one custom resource take over another's object",
+						pc.Source.Kind, pc.Source.Namespace, pc.Source.Name, k, by, pathOrRoot(pc.RepoPath)),
+					Hint: "rename the object in one of the two custom resources, or delete the other one first"}
+				more = true
+				break
+			}
+			if more {
+				break // start over without the rejected unit's claims
+			}
+		}
+		if !more {
+			return rejected, nil
+		}
+	}
+}
+
+func pathOrRoot(p string) string {
+	if p == "" || p == "." {
+		return "the repository root"
+	}
+	return p + "/"
+}
+
+// provenanceOf reads the source a Scribe-owned directory records in its
+// .scribe.json, for naming it in messages.
+func provenanceOf(src layeredStorer, trees map[plumbing.Hash]*object.Tree, root plumbing.Hash, dir string) (scribev1.ObjectIdentity, bool) {
+	h, err := lookupPath(src, trees, root, dir+"/.scribe.json")
+	if err != nil || h.IsZero() {
+		return scribev1.ObjectIdentity{}, false
+	}
+	b, err := object.GetBlob(src, h)
+	if err != nil {
+		return scribev1.ObjectIdentity{}, false
+	}
+	r, err := b.Reader()
+	if err != nil {
+		return scribev1.ObjectIdentity{}, false
+	}
+	defer func() { _ = r.Close() }()
+	var p struct {
+		Source scribev1.ObjectIdentity `json:"source"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&p); err != nil || p.Source.Kind == "" {
+		return scribev1.ObjectIdentity{}, false
+	}
+	return p.Source, true
+}
