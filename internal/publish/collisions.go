@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -15,8 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
@@ -91,31 +89,77 @@ func (c *identityCache) put(h plumbing.Hash, v []heldObject) {
 
 // objectsOf parses the identities of the Kubernetes objects in a YAML
 // stream. Documents that are not objects (no kind or name) are skipped: the
-// check is about objects that would be applied.
-func objectsOf(data []byte, file string) ([]heldObject, error) {
-	var out []heldObject
-	r := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
+// check is about objects that would be applied; a stream that does not
+// parse is read up to its first bad document (the applier will fail on it
+// anyway).
+func objectsOf(data []byte, file string) []heldObject {
+	// Most of a manifest is its spec: parse only the lines that can hold
+	// the identity, and the whole stream only when they do not parse alone.
+	if out, ok := decodeObjects(identityLines(data), file); ok {
+		return out
+	}
+	out, _ := decodeObjects(data, file)
+	return out
+}
+
+// identityLines keeps, of a YAML stream, the document markers, the
+// top-level lines and the direct children of a top-level metadata block:
+// every line an object's apiVersion, kind, name and namespace can be on in
+// block style. A flow-style or multi-line identity makes the result fail
+// to parse or lack a kind or name, and objectsOf then parses the whole
+// stream.
+func identityLines(data []byte) []byte {
+	out := make([]byte, 0, 256)
+	inMeta, childIndent := false, -1
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			data = nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		var meta struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			// Not an object Scribe could read; the applier will say more.
+		content := bytes.TrimLeft(line, " ")
+		indent := len(line) - len(content)
+		if len(bytes.TrimSpace(content)) == 0 || content[0] == '#' {
 			continue
 		}
+		if indent == 0 {
+			inMeta, childIndent = bytes.Equal(bytes.TrimRight(content, " \r\n"), []byte("metadata:")), -1
+			out = append(out, line...)
+			continue
+		}
+		if !inMeta {
+			continue
+		}
+		if childIndent < 0 {
+			childIndent = indent
+		}
+		if indent == childIndent {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// decodeObjects decodes every document of a YAML stream; ok is false when
+// one does not parse.
+func decodeObjects(data []byte, file string) (out []heldObject, ok bool) {
+	ok = true
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var meta struct {
+			APIVersion string `yaml:"apiVersion"`
+			Kind       string `yaml:"kind"`
+			Metadata   struct {
+				Name      string `yaml:"name"`
+				Namespace string `yaml:"namespace"`
+			} `yaml:"metadata"`
+		}
+		if err := dec.Decode(&meta); err != nil {
+			return out, ok && errors.Is(err, io.EOF)
+		}
 		if meta.Kind == "" || meta.Metadata.Name == "" {
+			ok = false // not an object, or its identity is not in block style
 			continue
 		}
 		out = append(out, heldObject{key: keyOf(meta.APIVersion, meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name), file: file})
@@ -139,10 +183,7 @@ func blobObjects(src layeredStorer, ids *identityCache, h plumbing.Hash, file st
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", file, err)
 	}
-	v, err := objectsOf(data, file)
-	if err != nil {
-		return nil, err
-	}
+	v := objectsOf(data, file)
 	ids.put(h, v)
 	return v, nil
 }
