@@ -417,3 +417,54 @@ func provenanceOf(src layeredStorer, trees map[plumbing.Hash]*object.Tree, root 
 	}
 	return p.Source, true
 }
+
+// rememberIdentities puts into the cache the objects of the owned
+// directories and sync files the edits wrote, as their bundles declare
+// them (render lists every object it writes, in file order), so the next
+// commit's check neither reads them back from the Git cache nor parses
+// them. A bundle that declares no objects is left to be parsed when it is
+// met.
+func rememberIdentities(src layeredStorer, ids *identityCache, tree plumbing.Hash, edits []pathChange) error {
+	trees := map[plumbing.Hash]*object.Tree{}
+	for _, pc := range edits {
+		if pc.Delete || pc.Bundle == nil || len(pc.Bundle.Objects) == 0 {
+			continue
+		}
+		dir := pc.dir()
+		name := path.Base(dir)
+		h, err := lookupPath(src, trees, tree, dir)
+		if err != nil {
+			return err
+		}
+		if !h.IsZero() {
+			// The files of the objects, when they pair off in order.
+			var files []string
+			for _, f := range pc.Bundle.Files {
+				base := path.Base(f.Path)
+				if path.Dir(f.Path) == pc.Bundle.Dir && strings.HasSuffix(base, ".yaml") && base != "kustomization.yaml" {
+					files = append(files, base)
+				}
+			}
+			held := make([]heldObject, 0, len(pc.Bundle.Objects))
+			for i, o := range pc.Bundle.Objects {
+				file := name + "/"
+				if len(files) == len(pc.Bundle.Objects) {
+					file += files[i]
+				}
+				held = append(held, heldObject{key: keyOf(o.APIVersion, o.Kind, o.Namespace, o.Name), file: file})
+			}
+			ids.put(h, held)
+		}
+		if h, err = lookupPath(src, trees, tree, dir+".sync.yaml"); err != nil {
+			return err
+		}
+		if !h.IsZero() {
+			var held []heldObject
+			for _, o := range changeObjects(pc.Change)[len(pc.Bundle.Objects):] {
+				held = append(held, heldObject{key: keyOf(o.APIVersion, o.Kind, o.Namespace, o.Name), file: name + ".sync.yaml"})
+			}
+			ids.put(h, held)
+		}
+	}
+	return nil
+}

@@ -683,6 +683,9 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	if err != nil {
 		return batchResult{}, st.corrupt(err)
 	}
+	if err := rememberIdentities(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &s.w.git.ids, newTree, edits); err != nil {
+		return batchResult{}, st.corrupt(err)
+	}
 	res := batchResult{changed: changed, syncChanged: syncChanged, rejected: rejected, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
 	if newTree == oldTree || (tip.IsZero() && len(changed) == 0) {
 		// Nothing to write (a delete on a branch that does not exist is no
