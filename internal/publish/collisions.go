@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -67,9 +68,30 @@ type heldObject struct {
 type identityCache struct {
 	mu sync.Mutex
 	m  map[plumbing.Hash][]heldObject
+	// ns holds the index of each namespace directory's tree (see
+	// namespaceIndex); nsSize counts the claims in it.
+	ns     map[plumbing.Hash]nsIndex
+	nsSize int
 }
 
 const maxIdentityCache = 100_000
+
+func (c *identityCache) getNS(h plumbing.Hash) (nsIndex, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.ns[h]
+	return v, ok
+}
+
+func (c *identityCache) putNS(h plumbing.Hash, v nsIndex, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ns == nil || c.nsSize+size > 2*maxIdentityCache {
+		c.ns, c.nsSize = map[plumbing.Hash]nsIndex{}, 0
+	}
+	c.ns[h] = v
+	c.nsSize += size
+}
 
 func (c *identityCache) get(h plumbing.Hash) ([]heldObject, bool) {
 	c.mu.Lock()
@@ -198,6 +220,13 @@ func ownedDirObjects(src layeredStorer, ids *identityCache, h plumbing.Hash, nam
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s: %w", h, err)
 	}
+	// Only Scribe's own directories (render always writes .scribe.json)
+	// are another custom resource's: a directory of foreign files merely
+	// shaped like one is nobody's, and Flux applies it through nothing.
+	if !slices.ContainsFunc(t.Entries, func(e object.TreeEntry) bool { return e.Name == ".scribe.json" }) {
+		ids.put(h, nil)
+		return nil, nil
+	}
 	var out []heldObject
 	for _, e := range t.Entries {
 		if e.Mode == filemode.Dir || !strings.HasSuffix(e.Name, ".yaml") || e.Name == "kustomization.yaml" {
@@ -222,9 +251,65 @@ type claim struct {
 	file  string
 }
 
-// heldIn walks the owned directories (<ns>/<kind>/<name>/) and sync files
-// (<ns>/<kind>/<name>.sync.yaml) below dir in the tree root and returns,
-// for every object in want, who holds it.
+// nsIndex holds the objects below one namespace directory by identity,
+// owners relative to it (<kind>/<name>).
+type nsIndex map[objectKey][]claim
+
+// namespaceIndex indexes the owned directories (<kind>/<name>/, beside
+// their <kind>/<name>.sync.yaml and holding .scribe.json) and sync files
+// of the namespace directory tree h. It is
+// cached by the tree's hash: a commit re-indexes only the namespaces it
+// changed, and of those only the owned directories that changed.
+func namespaceIndex(src layeredStorer, ids *identityCache, h plumbing.Hash) (nsIndex, error) {
+	if v, ok := ids.getNS(h); ok {
+		return v, nil
+	}
+	t, err := object.GetTree(src, h)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
+	}
+	idx, size := nsIndex{}, 0
+	for _, ke := range t.Entries {
+		if ke.Mode != filemode.Dir {
+			continue
+		}
+		kt, err := object.GetTree(src, ke.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("read tree %s: %w", ke.Hash, err)
+		}
+		// Scribe writes <name>/ and <name>.sync.yaml together: a directory
+		// without its sync file is not Scribe's, and is not even read.
+		syncs := map[string]bool{}
+		for _, e := range kt.Entries {
+			if e.Mode != filemode.Dir && strings.HasSuffix(e.Name, ".sync.yaml") {
+				syncs[strings.TrimSuffix(e.Name, ".sync.yaml")] = true
+			}
+		}
+		for _, e := range kt.Entries {
+			var objs []heldObject
+			owner := ke.Name + "/" + e.Name
+			switch {
+			case e.Mode == filemode.Dir && syncs[e.Name]:
+				objs, err = ownedDirObjects(src, ids, e.Hash, e.Name)
+			case strings.HasSuffix(e.Name, ".sync.yaml"):
+				owner = strings.TrimSuffix(owner, ".sync.yaml")
+				objs, err = blobObjects(src, ids, e.Hash, e.Name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range objs {
+				idx[o.key] = append(idx[o.key], claim{owner: owner, file: o.file})
+				size++
+			}
+		}
+	}
+	ids.putNS(h, idx, size)
+	return idx, nil
+}
+
+// heldIn returns, for every object in want, which custom resources'
+// owned paths below dir in the tree root hold it.
 func heldIn(src layeredStorer, ids *identityCache, trees map[plumbing.Hash]*object.Tree, root plumbing.Hash, dir string, want map[objectKey]bool) (map[objectKey][]claim, error) {
 	h := root
 	if dir != "" {
@@ -233,44 +318,24 @@ func heldIn(src layeredStorer, ids *identityCache, trees map[plumbing.Hash]*obje
 			return nil, err
 		}
 	}
+	t, err := object.GetTree(src, h)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
+	}
 	held := map[objectKey][]claim{}
-	record := func(owner string, objs []heldObject) {
-		for _, o := range objs {
-			if want[o.key] {
-				held[o.key] = append(held[o.key], claim{owner: owner, file: o.file})
-			}
+	for _, e := range t.Entries {
+		if e.Mode != filemode.Dir {
+			continue
 		}
-	}
-	var walk func(h plumbing.Hash, prefix string, depth int) error
-	walk = func(h plumbing.Hash, prefix string, depth int) error {
-		t, err := object.GetTree(src, h)
+		idx, err := namespaceIndex(src, ids, e.Hash)
 		if err != nil {
-			return fmt.Errorf("read tree %s: %w", h, err)
+			return nil, err
 		}
-		for _, e := range t.Entries {
-			switch {
-			case depth < 2 && e.Mode == filemode.Dir:
-				if err := walk(e.Hash, prefix+e.Name+"/", depth+1); err != nil {
-					return err
-				}
-			case depth == 2 && e.Mode == filemode.Dir:
-				objs, err := ownedDirObjects(src, ids, e.Hash, e.Name)
-				if err != nil {
-					return err
-				}
-				record(path.Join(dir, prefix+e.Name), objs)
-			case depth == 2 && strings.HasSuffix(e.Name, ".sync.yaml"):
-				objs, err := blobObjects(src, ids, e.Hash, e.Name)
-				if err != nil {
-					return err
-				}
-				record(path.Join(dir, prefix+strings.TrimSuffix(e.Name, ".sync.yaml")), objs)
+		for k := range want {
+			for _, c := range idx[k] {
+				held[k] = append(held[k], claim{owner: path.Join(dir, e.Name, c.owner), file: c.file})
 			}
 		}
-		return nil
-	}
-	if err := walk(h, "", 0); err != nil {
-		return nil, err
 	}
 	return held, nil
 }

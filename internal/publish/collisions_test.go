@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -107,6 +108,21 @@ func TestGitRefusesAnObjectAnotherCustomResourcePublishes(t *testing.T) {
 	t.Run("the same object under another repository path is no collision", func(t *testing.T) {
 		dev := newSink(t, g, publish.GitOptions{URL: url, Branch: "main", Path: "clusters-dev", SyncIndex: true})
 		if _, err := dev.Publish(ctx, publish.ChangeFor(objectBundle("shop", "attacker", "1", checkoutService))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("files shaped like an owned directory without Scribe's provenance are nobody's", func(t *testing.T) {
+		work := clone(t, url, "main")
+		if err := os.MkdirAll(filepath.Join(work, "clusters/shop/workload/legacy"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, "clusters/shop/workload/legacy/service.yaml"), []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: legacy\n  namespace: shop\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		publishtest.Git(t, work, "add", ".")
+		publishtest.Git(t, work, "commit", "--quiet", "-m", "hand-written legacy Service")
+		publishtest.Git(t, work, "push", "--quiet", "origin", "main")
+		if _, err := sink.Publish(ctx, publish.ChangeFor(objectBundle("shop", "successor", "1", obj{"v1", "Service", "shop", "legacy"}))); err != nil {
 			t.Fatal(err)
 		}
 	})
