@@ -84,8 +84,11 @@ files, and --docker-config FILE for OCI.
 On success one line goes to stdout:
   published N objects to URL REVISION (changed|unchanged)
   published N objects to DIR
-Exit code 0: published (changed or unchanged); 1: the target failed (the
-error's reason, such as AuthenticationFailed, is on stderr); 2: bad input.`,
+Exit code 0: published (changed or unchanged); 1: the target failed or
+refused what it already holds (the error's reason is on stderr, such as
+AuthenticationFailed, ObjectConflict for an object another custom resource
+already publishes there, SyncIndexConflict for a kustomization.yaml at
+--path that Scribe did not write, CacheCorrupt); 2: bad input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPublish(cmd, &f, &p)

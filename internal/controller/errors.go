@@ -93,8 +93,11 @@ func classify(err error) failure {
 	switch reason {
 	// ReasonRepositoryNotFound is also publish.ReasonNotFound: the Git
 	// remote has no such repository.
+	// A collision with another custom resource's object, or a sync index
+	// someone else wrote, waits for a person to change either side.
 	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid),
-		ReasonSecretNotFound, ReasonCatalogInvalid:
+		ReasonSecretNotFound, ReasonCatalogInvalid,
+		string(publish.ReasonObjectConflict), string(publish.ReasonSyncIndexConflict):
 		return failure{Reason: reason, Stalled: true, RequeueAfter: stalledRetryInterval}
 	case ReasonRepositoryNotReady, ReasonCatalogNotReady, ReasonSourceNotFound:
 		return failure{Reason: reason, Waiting: true, RequeueAfter: dependencyRetryInterval}

@@ -43,6 +43,8 @@ func TestClassifyMapsEachErrorToOneReasonRequeueAndStall(t *testing.T) {
 		{"an invalid change stalls", publishErr(publish.ReasonInvalid), string(publish.ReasonInvalid), stalled, 30 * time.Second},
 		{"a missing Secret stalls", tagged(ReasonSecretNotFound), ReasonSecretNotFound, stalled, 30 * time.Second},
 		{"an invalid catalog stalls", tagged(ReasonCatalogInvalid), ReasonCatalogInvalid, stalled, 30 * time.Second},
+		{"an object another custom resource publishes stalls", publishErr(publish.ReasonObjectConflict), string(publish.ReasonObjectConflict), stalled, 30 * time.Second},
+		{"a sync index Scribe did not write stalls", publishErr(publish.ReasonSyncIndexConflict), string(publish.ReasonSyncIndexConflict), stalled, 30 * time.Second},
 		// A dependency on its way.
 		{"a Repository not ready yet waits", tagged(ReasonRepositoryNotReady), ReasonRepositoryNotReady, waiting, 5 * time.Second},
 		{"a catalog not ready yet waits", tagged(ReasonCatalogNotReady), ReasonCatalogNotReady, waiting, 5 * time.Second},
@@ -54,6 +56,10 @@ func TestClassifyMapsEachErrorToOneReasonRequeueAndStall(t *testing.T) {
 		{"a rejected push retries steadily", publishErr(publish.ReasonRejected), string(publish.ReasonRejected), steady, 5 * time.Second},
 		// Anything else is returned: controller-runtime backs off.
 		{"a failed publish backs off", publishErr(publish.ReasonFailed), string(publish.ReasonFailed), backoff, 0},
+		// A damaged cache or a panic was already retried once on a fresh
+		// cache inside the sink: controller-runtime's backoff, not a stall.
+		{"a cache still damaged after its rebuild backs off", publishErr(publish.ReasonCacheCorrupt), string(publish.ReasonCacheCorrupt), backoff, 0},
+		{"a recovered panic backs off", publishErr(publish.ReasonInternal), string(publish.ReasonInternal), backoff, 0},
 		{"an unclassified error backs off", errors.New("etcd is slow"), string(publish.ReasonFailed), backoff, 0},
 		{"an unreadable cluster fact backs off", tagged(ReasonResolveFailed), ReasonResolveFailed, backoff, 0},
 		{"an invalid signing key backs off", tagged(ReasonSigningKeyInvalid), ReasonSigningKeyInvalid, backoff, 0},

@@ -77,7 +77,13 @@ spec:
 		h.Write([]byte(f.Path))
 		h.Write(f.Data)
 	}
-	return &render.Bundle{Dir: dir, Source: src, Generation: int64(rev + 1), Digest: fmt.Sprintf("sha256:%x", h.Sum(nil)), Files: files}
+	// The identities render reports, which the collision check reads.
+	objects := []scribev1.ObjectIdentity{
+		{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: name},
+		{APIVersion: "v1", Kind: "Service", Namespace: ns, Name: name},
+	}
+	sync := scribev1.ObjectIdentity{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Namespace: ns, Name: name}
+	return &render.Bundle{Dir: dir, Source: src, Generation: int64(rev + 1), Digest: fmt.Sprintf("sha256:%x", h.Sum(nil)), Files: files, Objects: objects, Sync: sync}
 }
 
 func benchSink(b *testing.B, g *publish.Git, opts publish.GitOptions) publish.Sink {

@@ -23,6 +23,20 @@ const (
 	ReasonConflict       Reason = "PushConflict"
 	ReasonInvalid        Reason = "InvalidChange"
 	ReasonFailed         Reason = "PublishFailed"
+	// ReasonCacheCorrupt: the local Git cache was damaged (a process killed
+	// while it wrote, a disk error); it was dropped and fetched again once,
+	// and that failed too.
+	ReasonCacheCorrupt Reason = "CacheCorrupt"
+	// ReasonInternal: Scribe or go-git panicked; the panic was recovered
+	// at the sink boundary and the cache dropped.
+	ReasonInternal Reason = "InternalError"
+	// ReasonSyncIndexConflict: the sync index's place holds a file Scribe
+	// did not write; Scribe does not overwrite it.
+	ReasonSyncIndexConflict Reason = "SyncIndexConflict"
+	// ReasonObjectConflict: the change renders an object (same API group,
+	// kind, namespace and name) that another custom resource already
+	// publishes.
+	ReasonObjectConflict Reason = "ObjectConflict"
 )
 
 // Error is a classified publish failure.

@@ -2,12 +2,14 @@ package publish
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -22,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -125,18 +128,37 @@ type Git struct {
 
 	cacheDir string
 	stats    gitStats
+	// ids caches the objects each blob and owned tree holds, for the
+	// cross-resource collision check.
+	ids identityCache
 
 	mu      sync.Mutex
 	stores  map[string]*lockedStore
 	writers map[string]*gitWriter
 }
 
-// lockedStore serializes the use of one cached repository. Its lock is a
-// semaphore that gives up with the caller's context, and every holder runs
-// under storeTimeout, so a remote that hangs cannot wedge other callers.
+// lockedStore serializes the use of one cached repository: within the
+// process by a semaphore that gives up with the caller's context, across
+// processes by an flock(2) on <cache>/<key>.lock. Every holder runs under
+// storeTimeout, so a remote that hangs cannot wedge other callers.
+//
+// The lock file also carries a token that each holder replaces when it
+// takes the lock: a holder that finds another token than the one it wrote
+// knows another process (or another Git in this one) has used the cache
+// since, perhaps been killed in the middle, and opens and checks the cache
+// again before using it (go-git keeps the pack indexes it has read).
 type lockedStore struct {
-	sem   chan struct{}
+	sem      chan struct{}
+	dir, url string
+	display  string
+	lockPath string
+	ep       *transport.Endpoint
+	tr       transport.Transport
+	fetches  *atomic.Int64
+	// store is nil until the first lock.
 	store *gitStore
+	// token is what this lockedStore last wrote into the lock file.
+	token string
 }
 
 // storeTimeout bounds one operation on a cached repository: every fetch,
@@ -144,15 +166,86 @@ type lockedStore struct {
 const storeTimeout = 2 * time.Minute
 
 // lock takes the store for one operation and returns the context to use
-// (bounded by storeTimeout) and the release function.
-func (ls *lockedStore) lock(ctx context.Context) (context.Context, func(), error) {
+// (bounded by storeTimeout), the store, and the release function.
+func (ls *lockedStore) lock(ctx context.Context) (context.Context, *gitStore, func(), error) {
 	select {
 	case ls.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.store.display, ctx.Err())
+		return nil, nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.display, ctx.Err())
+	}
+	fl, err := acquireFileLock(ctx, ls.lockPath)
+	if err != nil {
+		<-ls.sem
+		return nil, nil, nil, fmt.Errorf("wait for the git cache of %s: %w", ls.display, err)
+	}
+	if err := ls.claim(fl); err != nil {
+		fl.release()
+		<-ls.sem
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	return ctx, func() { cancel(); <-ls.sem }, nil
+	return ctx, ls.store, func() { cancel(); fl.release(); <-ls.sem }, nil
+}
+
+// claim reads the token in the held lock file, opens (and checks) the
+// cache again when someone else wrote it since, and writes a new token.
+func (ls *lockedStore) claim(fl *fileLock) error {
+	buf := make([]byte, 64)
+	n, err := fl.f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read lock %s: %w", ls.lockPath, err)
+	}
+	if ls.store == nil || ls.token == "" || string(buf[:n]) != ls.token {
+		st, err := openGitStore(ls.dir, ls.url, ls.ep, ls.tr)
+		if err != nil {
+			return err
+		}
+		st.fetches = ls.fetches
+		ls.store = st
+	}
+	var tok [16]byte
+	_, _ = crand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
+	if err := fl.f.Truncate(0); err != nil {
+		return fmt.Errorf("write lock %s: %w", ls.lockPath, err)
+	}
+	if _, err := fl.f.WriteAt([]byte(token), 0); err != nil {
+		ls.token = ""
+		return fmt.Errorf("write lock %s: %w", ls.lockPath, err)
+	}
+	ls.token = token
+	return nil
+}
+
+// do runs fn on the locked store. A panic in fn (go-git panics on some
+// damaged packs) becomes an *Error with ReasonInternal; after it, or after
+// an error with ReasonCacheCorrupt, the cache is dropped and fn runs once
+// more on a fresh one. auth is set on the store for fn.
+func (ls *lockedStore) do(ctx context.Context, auth transport.AuthMethod, fn func(ctx context.Context, st *gitStore) error) error {
+	ctx, st, unlock, err := ls.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = runStore(ctx, st, auth, fn)
+	if r := ReasonOf(err); r != ReasonCacheCorrupt && r != ReasonInternal {
+		return err
+	}
+	if rerr := st.reset(); rerr != nil {
+		return fmt.Errorf("%w; dropping the cache failed too: %w", err, rerr)
+	}
+	return runStore(ctx, st, auth, fn)
+}
+
+func runStore(ctx context.Context, st *gitStore, auth transport.AuthMethod, fn func(ctx context.Context, st *gitStore) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Reason: ReasonInternal, Op: "use the git cache of", URL: st.display,
+				Err: fmt.Errorf("panic: %v", r), Hint: "the cache was dropped; report this if it persists"}
+		}
+	}()
+	st.auth = auth
+	return fn(ctx, st)
 }
 
 type gitStats struct {
@@ -225,41 +318,50 @@ func (g *Git) CheckAccess(ctx context.Context, opts GitOptions) (string, error) 
 	if opts.URL == "" || opts.Branch == "" {
 		return "", fmt.Errorf("git access check: url and branch are required")
 	}
-	ls, err := g.store(opts.URL, opts.Auth)
+	ls, err := g.store(opts.URL)
 	if err != nil {
 		return "", err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
+	var h plumbing.Hash
+	err = ls.do(ctx, opts.Auth, func(ctx context.Context, st *gitStore) error {
+		sess, ar, err := st.remoteRefs(ctx)
+		if err != nil {
+			return err
+		}
+		_ = sess.Close()
+		h = refHash(ar, plumbing.NewBranchReferenceName(opts.Branch))
+		return nil
+	})
+	if err != nil || h.IsZero() {
 		return "", err
-	}
-	defer unlock()
-	ls.store.auth = opts.Auth
-	sess, ar, err := ls.store.remoteRefs(ctx)
-	if err != nil {
-		return "", err
-	}
-	_ = sess.Close()
-	h := refHash(ar, plumbing.NewBranchReferenceName(opts.Branch))
-	if h.IsZero() {
-		return "", nil
 	}
 	return h.String(), nil
 }
 
-// store returns the cached repository of url, opening it on first use.
-func (g *Git) store(url string, auth transport.AuthMethod) (*lockedStore, error) {
+// store returns the cached repository of url; it is opened (and checked)
+// under its lock, on first use.
+func (g *Git) store(url string) (*lockedStore, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ls, ok := g.stores[url]
 	if !ok {
-		sum := sha256.Sum256([]byte(url))
-		s, err := openGitStore(filepath.Join(g.cacheDir, hex.EncodeToString(sum[:8])), url, auth)
+		ep, err := transport.NewEndpoint(url)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("git URL %q: %w", redactURL(url), err)
 		}
-		s.fetches = &g.stats.fetches
-		ls = &lockedStore{store: s, sem: make(chan struct{}, 1)}
+		tr, err := client.NewClient(ep)
+		if err != nil {
+			return nil, fmt.Errorf("git URL %q: %w", redactURL(url), err)
+		}
+		if err := os.MkdirAll(g.cacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("create git cache %s: %w", g.cacheDir, err)
+		}
+		sum := sha256.Sum256([]byte(url))
+		key := hex.EncodeToString(sum[:8])
+		ls = &lockedStore{
+			sem: make(chan struct{}, 1), dir: filepath.Join(g.cacheDir, key), url: url, display: redactURL(url),
+			lockPath: filepath.Join(g.cacheDir, key+".lock"), ep: ep, tr: tr, fetches: &g.stats.fetches,
+		}
 		g.stores[url] = ls
 	}
 	return ls, nil
@@ -404,27 +506,43 @@ func (w *gitWriter) commitBatch(batch []*request) {
 	type item struct {
 		change Change
 		path   string
+		req    int
 	}
 	var order []string
 	items := map[string]item{}
-	for _, r := range batch {
+	// Requests that change the same object fail or land together: a unit
+	// is a set of requests joined by a shared object (union-find).
+	unit := make([]int, len(batch))
+	var find func(i int) int
+	find = func(i int) int {
+		if unit[i] != i {
+			unit[i] = find(unit[i])
+		}
+		return unit[i]
+	}
+	for i, r := range batch {
+		unit[i] = i
 		for _, c := range r.changes {
 			key := r.sink.opts.Path + "\x00" + ObjectRef(c.Source)
-			if _, seen := items[key]; !seen {
+			if prev, seen := items[key]; !seen {
 				order = append(order, key)
+			} else {
+				unit[find(prev.req)] = find(i)
 			}
-			items[key] = item{change: c, path: r.sink.opts.Path}
+			items[key] = item{change: c, path: r.sink.opts.Path, req: i}
 		}
 	}
 	edits := make([]pathChange, 0, len(order))
 	for _, k := range order {
-		edits = append(edits, pathChange{Change: items[k].change, RepoPath: items[k].path})
+		edits = append(edits, pathChange{Change: items[k].change, RepoPath: items[k].path, unit: find(items[k].req)})
 	}
 
 	res, err := w.publishWithRetry(ctx, s, edits)
-	for _, r := range batch {
+	for i, r := range batch {
 		r.res, r.err = res.Result, err
-		if err == nil {
+		if err == nil && res.rejected[find(i)] != nil {
+			r.res, r.err = Result{}, res.rejected[find(i)]
+		} else if err == nil {
 			r.res.Changed = false
 			for _, c := range r.changes {
 				key := r.sink.opts.Path + "\x00" + ObjectRef(c.Source)
@@ -444,6 +562,8 @@ func (w *gitWriter) commitBatch(batch []*request) {
 type pathChange struct {
 	Change
 	RepoPath string
+	// unit groups the changes that land or fail together (see commitBatch).
+	unit int
 }
 
 func (pc pathChange) dir() string { return path.Join(pc.RepoPath, OwnedDir(pc.Source)) }
@@ -452,19 +572,28 @@ type batchResult struct {
 	Result
 	changed     map[string]bool
 	syncChanged map[string]bool
+	// rejected holds, by unit, the changes left out of the commit because
+	// their objects collide with another custom resource's.
+	rejected map[int]error
 }
 
 func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pathChange) (batchResult, error) {
-	ls, err := w.git.store(s.opts.URL, s.opts.Auth)
+	ls, err := w.git.store(s.opts.URL)
 	if err != nil {
 		return batchResult{}, err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
-		return batchResult{}, err
-	}
-	defer unlock()
-	ls.store.auth = s.opts.Auth
+	var res batchResult
+	err = ls.do(ctx, s.opts.Auth, func(ctx context.Context, st *gitStore) error {
+		var err error
+		res, err = w.commitWithRetry(ctx, st, s, edits)
+		return err
+	})
+	return res, err
+}
+
+// commitWithRetry commits and pushes edits, trying again on the new tip
+// when another writer moved the branch first.
+func (w *gitWriter) commitWithRetry(ctx context.Context, st *gitStore, s *gitSink, edits []pathChange) (batchResult, error) {
 	var lastErr error
 	for attempt := 0; attempt < s.opts.MaxAttempts; attempt++ {
 		if attempt > 0 {
@@ -472,7 +601,7 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 				return batchResult{}, err
 			}
 		}
-		res, err := commitAndPush(ctx, ls.store, s, s.opts.Branch, edits)
+		res, err := commitAndPush(ctx, st, s, s.opts.Branch, edits)
 		if err == nil {
 			if res.Changed {
 				w.git.stats.commits.Add(1)
@@ -530,15 +659,34 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 	}
 	overlay := memory.NewStorage()
 	objs := &overlay.ObjectStorage
+	rejected, err := collisions(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &s.w.git.ids, oldTree, edits, st.display)
+	if err != nil {
+		return batchResult{}, st.corrupt(err)
+	}
+	if len(rejected) > 0 {
+		kept := make([]pathChange, 0, len(edits))
+		for _, pc := range edits {
+			if rejected[pc.unit] == nil {
+				kept = append(kept, pc)
+			}
+		}
+		edits = kept
+		if len(edits) == 0 {
+			return batchResult{rejected: rejected}, nil
+		}
+	}
 	newTree, err := graft(st, objs, oldTree, edits, s.opts.SyncIndex)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
+		return batchResult{}, st.corrupt(err)
 	}
 	changed, syncChanged, err := changedOwners(st, objs, oldTree, newTree, edits)
 	if err != nil {
-		return batchResult{}, fmt.Errorf("publish to %s: %w", redactURL(s.opts.URL), err)
+		return batchResult{}, st.corrupt(err)
 	}
-	res := batchResult{changed: changed, syncChanged: syncChanged, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
+	if err := rememberIdentities(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &s.w.git.ids, newTree, edits); err != nil {
+		return batchResult{}, st.corrupt(err)
+	}
+	res := batchResult{changed: changed, syncChanged: syncChanged, rejected: rejected, Result: Result{Commit: tip.String(), Revision: branch + "@sha1:" + tip.String()}}
 	if newTree == oldTree || (tip.IsZero() && len(changed) == 0) {
 		// Nothing to write (a delete on a branch that does not exist is no
 		// reason to create it).
@@ -567,9 +715,7 @@ func commitAndPush(ctx context.Context, st *gitStore, s *gitSink, branch string,
 		}
 		return batchResult{}, err
 	}
-	if err := st.keep(pack, branch, commit); err != nil {
-		return batchResult{}, err
-	}
+	st.keep(pack, branch, commit)
 	res.Commit = commit.String()
 	res.Revision = branch + "@sha1:" + commit.String()
 	res.Changed = true
@@ -628,7 +774,7 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 		return plumbing.ZeroHash, err
 	}
 	if index && !empty {
-		if h, empty, err = writeSyncIndex(src, objs, h, edits); err != nil {
+		if h, empty, err = writeSyncIndex(src, objs, h, edits, st.display); err != nil {
 			return plumbing.ZeroHash, err
 		}
 	}
@@ -649,33 +795,8 @@ func graft(st *gitStore, objs *memory.ObjectStorage, oldTree plumbing.Hash, edit
 	return h, nil
 }
 
-// SyncIndexFile is the index Scribe keeps at the repository path when
-// GitOptions.SyncIndex is set: a kustomization listing every
-// <namespace>/<kind>/<name>.sync.yaml below it, so one root Flux
-// Kustomization (or Argo CD Application) at the path applies exactly the
-// per-object sync objects, and each of those applies its own directory.
-const SyncIndexFile = "kustomization.yaml"
-
-// SyncIndexData is the content of the sync index listing files (paths
-// relative to the index, sorted). An empty index stays (resources: []): the
-// path must keep existing for the root applier object to prune what the
-// last object left.
-func SyncIndexData(files []string) []byte {
-	var b strings.Builder
-	b.WriteString("# Written by Scribe: every object's sync file below this path.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	if len(files) == 0 {
-		b.WriteString("resources: []\n")
-	} else {
-		b.WriteString("resources:\n")
-	}
-	for _, f := range files {
-		b.WriteString("- " + f + "\n")
-	}
-	return []byte(b.String())
-}
-
 // writeSyncIndex rewrites the index of every repository path the edits touch.
-func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing.Hash, edits []pathChange) (plumbing.Hash, bool, error) {
+func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing.Hash, edits []pathChange, display string) (plumbing.Hash, bool, error) {
 	idx := newTreeEdit()
 	seen := map[string]bool{}
 	cache := map[plumbing.Hash]*object.Tree{}
@@ -689,8 +810,15 @@ func writeSyncIndex(src layeredStorer, objs *memory.ObjectStorage, tree plumbing
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}
+		if err := checkSyncIndexIn(src, cache, tree, p, display); err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		data, err := SyncIndexData(files)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
 		d := idx.dir(p)
-		blob, err := putBlob(objs, SyncIndexData(files))
+		blob, err := putBlob(objs, data)
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}
@@ -931,17 +1059,20 @@ func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.Object
 	if a.IsZero() || b.IsZero() || a.String() != ours || b.String() != applied {
 		return false, fmt.Errorf("descends: %q and %q must be commit SHAs", ours, applied)
 	}
-	ls, err := g.store(opts.URL, opts.Auth)
+	ls, err := g.store(opts.URL)
 	if err != nil {
 		return false, err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
-	st := ls.store
-	st.auth = opts.Auth
+	var same bool
+	err = ls.do(ctx, opts.Auth, func(ctx context.Context, st *gitStore) error {
+		var err error
+		same, err = descends(ctx, st, opts, src, a, b)
+		return err
+	})
+	return same, err
+}
+
+func descends(ctx context.Context, st *gitStore, opts GitOptions, src scribev1.ObjectIdentity, a, b plumbing.Hash) (bool, error) {
 	if !st.hasCommit(b) || !st.hasCommit(a) {
 		sess, ar, err := st.remoteRefs(ctx)
 		if err != nil {

@@ -3,15 +3,20 @@ package publish
 import (
 	"bytes"
 	"context"
+	"crypto/sha1" //nolint:gosec // git's pack and index checksums
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -23,7 +28,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -61,6 +65,12 @@ func (s *gitStore) compact() error {
 	if len(packs) <= maxCachePacks && s.loose <= maxCacheLoose {
 		return nil
 	}
+	return s.reset()
+}
+
+// reset replaces the cache with an empty repository: the next ensure
+// fetches what it needs, shallow.
+func (s *gitStore) reset() error {
 	fresh, err := resetGitStore(s.dir, s.url)
 	if err != nil {
 		return err
@@ -71,46 +81,233 @@ func (s *gitStore) compact() error {
 
 const remoteName = "origin"
 
-func openGitStore(dir, url string, auth transport.AuthMethod) (*gitStore, error) {
-	ep, err := transport.NewEndpoint(url)
-	if err != nil {
-		return nil, fmt.Errorf("git URL %q: %w", url, err)
-	}
-	tr, err := client.NewClient(ep)
-	if err != nil {
-		return nil, fmt.Errorf("git URL %q: %w", url, err)
-	}
+// openGitStore opens the cache at dir, checking it first (see checkCache):
+// a cache that is absent, unusable or broken (a process killed while it
+// wrote) is replaced by an empty one, so it is fetched again rather than
+// failing every publish from now on. The caller holds the cache's lock.
+func openGitStore(dir, url string, ep *transport.Endpoint, tr transport.Transport) (*gitStore, error) {
+	sweepCache(dir)
 	repo, err := git.PlainOpen(dir)
+	if err == nil {
+		err = checkCache(dir, url, repo)
+	}
 	if err != nil {
-		// Absent or unusable: start a fresh cache.
+		// Absent, unusable or broken: start a fresh cache.
 		if repo, err = resetGitStore(dir, url); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := repo.Remote(remoteName); errors.Is(err, git.ErrRemoteNotFound) {
-		if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
-			return nil, fmt.Errorf("git cache %s: add remote: %w", dir, err)
-		}
-	}
-	return &gitStore{dir: dir, url: url, display: redactURL(url), auth: auth, repo: repo, ep: ep, tr: tr}, nil
+	return &gitStore{dir: dir, url: url, display: redactURL(url), repo: repo, ep: ep, tr: tr}, nil
 }
 
-// resetGitStore replaces dir with an empty bare repository.
-func resetGitStore(dir, url string) (*git.Repository, error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
+// Names of what a cache leaves behind when it is killed while it writes.
+const (
+	cacheNewSuffix = ".new-" // a fresh cache being made
+	cacheOldSuffix = ".old-" // a dropped cache being removed
+	refTempSuffix  = ".scribe-tmp"
+)
+
+// sweepCache removes what a killed process left beside and inside the
+// cache at dir: half-made or half-removed copies, temporary packs and
+// reference files. Nothing else writes there while the lock is held.
+func sweepCache(dir string) {
+	for _, pat := range []string{dir + cacheNewSuffix + "*", dir + cacheOldSuffix + "*"} {
+		left, _ := filepath.Glob(pat)
+		for _, p := range left {
+			_ = os.RemoveAll(p)
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	left, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "tmp_*"))
+	for _, p := range left {
+		_ = os.Remove(p)
+	}
+	_ = filepath.WalkDir(filepath.Join(dir, "refs"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, refTempSuffix) {
+			_ = os.Remove(p)
+		}
+		return nil
+	})
+}
+
+// checkCache says whether the cache at dir can be used as it is. A process
+// killed while it wrote the cache can leave an empty or garbled reference
+// file, a pack index without its pack or cut short, a pack cut short, or a
+// reference to objects that never arrived; each of them makes go-git fail
+// (or panic) on every later use. The checks read every reference and the
+// ends of every pack and index, which costs little next to a fetch; a pack
+// damaged in its middle is caught when it is read (see lockedStore.do).
+func checkCache(dir, url string, repo *git.Repository) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("git cache %s: reading it panicked: %v", dir, r)
+		}
+	}()
+	rem, err := repo.Remote(remoteName)
+	if err != nil {
+		return fmt.Errorf("git cache %s: remote: %w", dir, err)
+	}
+	if urls := rem.Config().URLs; len(urls) != 1 || urls[0] != url {
+		return fmt.Errorf("git cache %s: remote is %v, not %s", dir, urls, redactURL(url))
+	}
+	if err := checkPacks(filepath.Join(dir, "objects", "pack")); err != nil {
+		return fmt.Errorf("git cache %s: %w", dir, err)
+	}
+	if _, err := repo.Storer.Shallow(); err != nil {
+		return fmt.Errorf("git cache %s: shallow list: %w", dir, err)
+	}
+	refs, err := repo.Storer.IterReferences()
+	if err != nil {
+		return fmt.Errorf("git cache %s: references: %w", dir, err)
+	}
+	defer refs.Close()
+	return refs.ForEach(func(ref *plumbing.Reference) error {
+		if ref.Type() != plumbing.HashReference {
+			return nil
+		}
+		c, err := object.GetCommit(repo.Storer, ref.Hash())
+		if err != nil {
+			return fmt.Errorf("git cache %s: %s: commit %s: %w", dir, ref.Name(), ref.Hash(), err)
+		}
+		if _, err := object.GetTree(repo.Storer, c.TreeHash); err != nil {
+			return fmt.Errorf("git cache %s: %s: tree %s: %w", dir, ref.Name(), c.TreeHash, err)
+		}
+		return nil
+	})
+}
+
+// checkPacks checks that every pack has its index and the other way
+// round, and that each pair is whole: the index's own checksum holds, and
+// the pack ends with the checksum the index and the pack's name record.
+func checkPacks(packDir string) error {
+	entries, err := os.ReadDir(packDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	for name := range names {
+		base, ext := strings.TrimSuffix(name, filepath.Ext(name)), filepath.Ext(name)
+		if ext != ".pack" && ext != ".idx" {
+			continue
+		}
+		if !names[base+".pack"] || !names[base+".idx"] {
+			return fmt.Errorf("pack %s has no %s", base, map[string]string{".pack": ".idx", ".idx": ".pack"}[ext])
+		}
+		if ext == ".idx" {
+			if err := checkPack(filepath.Join(packDir, base)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkPack(base string) error {
+	idx, err := os.ReadFile(base + ".idx")
+	if err != nil {
+		return err
+	}
+	// Header, fan-out table, and the two trailing checksums at least.
+	if len(idx) < 8+256*4+2*sha1.Size {
+		return fmt.Errorf("%s.idx: cut short (%d bytes)", base, len(idx))
+	}
+	sum := sha1.Sum(idx[:len(idx)-sha1.Size]) //nolint:gosec // git's own checksum
+	if !bytes.Equal(sum[:], idx[len(idx)-sha1.Size:]) {
+		return fmt.Errorf("%s.idx: checksum mismatch", base)
+	}
+	packSum := idx[len(idx)-2*sha1.Size : len(idx)-sha1.Size]
+	f, err := os.Open(base + ".pack")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() < 12+sha1.Size {
+		return fmt.Errorf("%s.pack: cut short (%d bytes)", base, fi.Size())
+	}
+	tail := make([]byte, sha1.Size)
+	if _, err := f.ReadAt(tail, fi.Size()-sha1.Size); err != nil {
+		return fmt.Errorf("%s.pack: %w", base, err)
+	}
+	if !bytes.Equal(tail, packSum) {
+		return fmt.Errorf("%s.pack: does not end with the checksum its index records (cut short or overwritten)", base)
+	}
+	if name := strings.TrimPrefix(filepath.Base(base), "pack-"); name != hex.EncodeToString(packSum) {
+		return fmt.Errorf("%s.pack: its name is not its checksum %x", base, packSum)
+	}
+	return nil
+}
+
+// resetGitStore replaces dir with an empty bare repository. The new one is
+// made beside it and renamed into place, so a process killed meanwhile
+// leaves either the old cache or the new one (or none), never half of one.
+func resetGitStore(dir, url string) (*git.Repository, error) {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create git cache %s: %w", dir, err)
 	}
-	repo, err := git.PlainInit(dir, true)
+	tmp, err := os.MkdirTemp(parent, filepath.Base(dir)+cacheNewSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("create git cache %s: %w", dir, err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // gone after the rename
+	repo, err := git.PlainInit(tmp, true)
 	if err != nil {
 		return nil, fmt.Errorf("init git cache %s: %w", dir, err)
 	}
 	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
 		return nil, fmt.Errorf("git cache %s: add remote: %w", dir, err)
 	}
+	if _, err := os.Lstat(dir); err == nil {
+		old := dir + cacheOldSuffix + strconv.FormatInt(time.Now().UnixNano(), 36)
+		if err := os.Rename(dir, old); err != nil {
+			return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
+		}
+		defer func() { _ = os.RemoveAll(old) }()
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
+	}
+	repo, err = git.PlainOpen(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open git cache %s: %w", dir, err)
+	}
 	return repo, nil
+}
+
+// writeRef points the loose reference name at h, atomically: the file is
+// written beside its place and renamed over it (go-git truncates and
+// rewrites in place, which a kill can leave empty).
+func (s *gitStore) writeRef(name plumbing.ReferenceName, h plumbing.Hash) error {
+	p := filepath.Join(s.dir, filepath.FromSlash(name.String()))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp := p + refTempSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(h.String() + "\n"); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }
 
 // redactURL drops a password or token from a URL's user info, so messages,
@@ -194,7 +391,7 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (m
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, classifyGitError("fetch from", s.display, err)
+		return nil, s.fetchError(err)
 	}
 	fetched := map[string]bool{}
 	for _, sp := range specs {
@@ -209,7 +406,7 @@ func (s *gitStore) ensure(ctx context.Context, want map[string]plumbing.Hash) (m
 			tips[branch] = ref.Hash()
 		}
 		if !s.hasCommit(tips[branch]) {
-			return nil, fmt.Errorf("fetch from %s: branch %s at %s is not in the fetched objects", s.display, branch, tips[branch])
+			return nil, s.corrupt(fmt.Errorf("fetch: branch %s at %s is not in the fetched objects", branch, tips[branch]))
 		}
 	}
 	return tips, nil
@@ -230,7 +427,7 @@ func (s *gitStore) deepen(ctx context.Context, branch string, depth int) error {
 		Force:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return classifyGitError("fetch from", s.display, err)
+		return s.fetchError(err)
 	}
 	return nil
 }
@@ -275,8 +472,14 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 	// cache as is, so it is encoded only once.
 	var pack bytes.Buffer
 	go func() {
-		_, err := packfile.NewEncoder(io.MultiWriter(wr, &pack), overlay, false).Encode(hashes, 0)
-		done <- wr.CloseWithError(err)
+		var err error
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("encode pack: panic: %v", r)
+			}
+			done <- wr.CloseWithError(err)
+		}()
+		_, err = packfile.NewEncoder(io.MultiWriter(wr, &pack), overlay, false).Encode(hashes, 0)
 	}()
 	rs, err := sess.ReceivePack(ctx, req)
 	_ = rd.Close()
@@ -303,16 +506,44 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 
 // keep stores the pack of an accepted push in the cache (writing thousands
 // of loose objects costs far more than indexing one pack) and records the
-// remote branch at its new commit.
-func (s *gitStore) keep(pack []byte, branch string, commit plumbing.Hash) error {
-	if err := s.writePack(pack); err != nil {
-		return fmt.Errorf("git cache %s: store objects: %w", s.dir, err)
+// remote branch at its new commit. The push has landed whatever happens
+// here: when the cache cannot take the pack, it is dropped (the next use
+// fetches again) rather than failing a publish that succeeded.
+func (s *gitStore) keep(pack []byte, branch string, commit plumbing.Hash) {
+	err := s.writePack(pack)
+	if err == nil {
+		err = s.writeRef(plumbing.NewRemoteReferenceName(remoteName, branch), commit)
 	}
-	ref := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), commit)
-	if err := s.repo.Storer.SetReference(ref); err != nil {
-		return fmt.Errorf("git cache %s: update %s: %w", s.dir, ref.Name(), err)
+	if err != nil {
+		_ = s.reset()
 	}
-	return nil
+}
+
+// corrupt classifies an error of reading the cache: the objects of a
+// commit the cache holds must all be there, so a failure to read one means
+// the cache is damaged (see lockedStore.do). Classified errors pass.
+func (s *gitStore) corrupt(err error) error {
+	var pe *Error
+	if err == nil || errors.As(err, &pe) {
+		return err
+	}
+	return &Error{Reason: ReasonCacheCorrupt, Op: "read the git cache of", URL: s.display, Err: err}
+}
+
+// fetchError classifies a failed fetch: the cache's fault when an object
+// it should hold is missing or unreadable, or when the cache no longer
+// passes its checks (a file of it vanished or was garbled under it);
+// otherwise the remote's.
+func (s *gitStore) fetchError(err error) error {
+	msg := err.Error()
+	if errors.Is(err, plumbing.ErrObjectNotFound) || strings.Contains(msg, "ref file is empty") ||
+		strings.Contains(msg, "zlib") || strings.Contains(msg, "packfile") {
+		return s.corrupt(fmt.Errorf("fetch: %w", err))
+	}
+	if cerr := checkCache(s.dir, s.url, s.repo); cerr != nil {
+		return s.corrupt(fmt.Errorf("fetch: %w (%w)", err, cerr))
+	}
+	return classifyGitError("fetch from", s.display, err)
 }
 
 func (s *gitStore) writePack(pack []byte) error {
@@ -338,7 +569,7 @@ func (s *gitStore) rootTree(commit plumbing.Hash) (plumbing.Hash, error) {
 	}
 	c, err := object.GetCommit(s.repo.Storer, commit)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("git cache %s: read commit %s: %w", s.dir, commit, err)
+		return plumbing.ZeroHash, s.corrupt(fmt.Errorf("read commit %s: %w", commit, err))
 	}
 	return c.TreeHash, nil
 }

@@ -77,101 +77,105 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 		base = s.opts.Branch
 	}
 	branch := PullRequestBranch(change.Source)
-	ls, err := g.store(s.opts.URL, s.opts.Auth)
+	ls, err := g.store(s.opts.URL)
 	if err != nil {
 		return Proposal{}, err
 	}
 
-	prop, title, body, err := func() (Proposal, string, string, error) {
-		ctx, unlock, err := ls.lock(ctx)
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		defer unlock()
-		st := ls.store
-		st.auth = s.opts.Auth
-		sess, ar, err := st.remoteRefs(ctx)
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		defer func() { _ = sess.Close() }()
-		baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
-		if baseTip.IsZero() {
-			return Proposal{}, "", "", &Error{Reason: ReasonNotFound, Op: "propose to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("base branch %q does not exist", base)}
-		}
-		headRef := plumbing.NewBranchReferenceName(branch)
-		headTip := refHash(ar, headRef)
-		tips, err := st.ensure(ctx, map[string]plumbing.Hash{base: baseTip, branch: headTip})
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		baseTip = tips[base]
-		edits := []pathChange{{Change: change, RepoPath: s.opts.Path}}
-		objs := &memory.NewStorage().ObjectStorage
-		baseTree, err := st.rootTree(baseTip)
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		newTree, err := graft(st, objs, baseTree, edits, s.opts.SyncIndex)
-		if err != nil {
-			return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)
-		}
-		prop := Proposal{Branch: branch}
-		changed, _, err := changedOwners(st, objs, baseTree, newTree, edits)
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		if len(changed) == 0 {
-			prop.UpToDate = true
-			return prop, "", "", nil
-		}
-		msg, err := s.message(base, edits, changed)
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		title := strings.SplitN(msg, "\n", 2)[0]
-		summary, err := diffSummary(st, objs, baseTree, newTree, edits[0].dir())
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		body := proposalBody(change, summary, evidence)
-
-		if !headTip.IsZero() {
-			hc, err := object.GetCommit(st.repo.Storer, tips[branch])
+	var prop Proposal
+	var title, body string
+	err = ls.do(ctx, s.opts.Auth, func(ctx context.Context, st *gitStore) error {
+		var err error
+		prop, title, body, err = func() (Proposal, string, string, error) {
+			sess, ar, err := st.remoteRefs(ctx)
 			if err != nil {
-				return Proposal{}, "", "", fmt.Errorf("propose to %s: read %s: %w", redactURL(s.opts.URL), branch, err)
+				return Proposal{}, "", "", err
 			}
-			// The lease: Scribe replaces only its own commit. A commit someone
-			// else pushed onto the branch is kept, and the proposal stops.
-			if !wroteFor(hc.Message, change.Source) {
-				return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: redactURL(s.opts.URL),
-					Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
-					Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
+			defer func() { _ = sess.Close() }()
+			baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
+			if baseTip.IsZero() {
+				return Proposal{}, "", "", &Error{Reason: ReasonNotFound, Op: "propose to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("base branch %q does not exist", base)}
 			}
-			// The branch already holds this content on this base: keep it.
-			if hc.TreeHash == newTree && len(hc.ParentHashes) == 1 && hc.ParentHashes[0] == baseTip {
-				prop.Head = hc.Hash.String()
-				return prop, title, body, nil
+			headRef := plumbing.NewBranchReferenceName(branch)
+			headTip := refHash(ar, headRef)
+			tips, err := st.ensure(ctx, map[string]plumbing.Hash{base: baseTip, branch: headTip})
+			if err != nil {
+				return Proposal{}, "", "", err
 			}
-		}
-		commit, err := writeCommit(objs, s.opts.Author, s.opts.Signer, newTree, []plumbing.Hash{baseTip}, msg)
-		if err != nil {
-			return Proposal{}, "", "", err
-		}
-		pack, err := st.push(ctx, sess, ar, objs, headRef, headTip, commit)
-		if err != nil {
-			var rej *pushRejectedError
-			if errors.As(err, &rej) {
-				return Proposal{}, "", "", st.classifyRejection(ctx, rej, headRef, headTip)
+			baseTip = tips[base]
+			edits := []pathChange{{Change: change, RepoPath: s.opts.Path}}
+			objs := &memory.NewStorage().ObjectStorage
+			baseTree, err := st.rootTree(baseTip)
+			if err != nil {
+				return Proposal{}, "", "", err
 			}
-			return Proposal{}, "", "", err
-		}
-		if err := st.keep(pack, branch, commit); err != nil {
-			return Proposal{}, "", "", err
-		}
-		prop.Head, prop.Pushed = commit.String(), true
-		return prop, title, body, nil
-	}()
+			rejected, err := collisions(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &g.ids, baseTree, edits, st.display)
+			if err != nil {
+				return Proposal{}, "", "", st.corrupt(err)
+			}
+			if err := rejected[0]; err != nil {
+				return Proposal{}, "", "", err
+			}
+			newTree, err := graft(st, objs, baseTree, edits, s.opts.SyncIndex)
+			if err != nil {
+				return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)
+			}
+			prop := Proposal{Branch: branch}
+			changed, _, err := changedOwners(st, objs, baseTree, newTree, edits)
+			if err != nil {
+				return Proposal{}, "", "", err
+			}
+			if len(changed) == 0 {
+				prop.UpToDate = true
+				return prop, "", "", nil
+			}
+			msg, err := s.message(base, edits, changed)
+			if err != nil {
+				return Proposal{}, "", "", err
+			}
+			title := strings.SplitN(msg, "\n", 2)[0]
+			summary, err := diffSummary(st, objs, baseTree, newTree, edits[0].dir())
+			if err != nil {
+				return Proposal{}, "", "", err
+			}
+			body := proposalBody(change, summary, evidence)
+
+			if !headTip.IsZero() {
+				hc, err := object.GetCommit(st.repo.Storer, tips[branch])
+				if err != nil {
+					return Proposal{}, "", "", fmt.Errorf("propose to %s: read %s: %w", redactURL(s.opts.URL), branch, err)
+				}
+				// The lease: Scribe replaces only its own commit. A commit someone
+				// else pushed onto the branch is kept, and the proposal stops.
+				if !wroteFor(hc.Message, change.Source) {
+					return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: redactURL(s.opts.URL),
+						Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
+						Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
+				}
+				// The branch already holds this content on this base: keep it.
+				if hc.TreeHash == newTree && len(hc.ParentHashes) == 1 && hc.ParentHashes[0] == baseTip {
+					prop.Head = hc.Hash.String()
+					return prop, title, body, nil
+				}
+			}
+			commit, err := writeCommit(objs, s.opts.Author, s.opts.Signer, newTree, []plumbing.Hash{baseTip}, msg)
+			if err != nil {
+				return Proposal{}, "", "", err
+			}
+			pack, err := st.push(ctx, sess, ar, objs, headRef, headTip, commit)
+			if err != nil {
+				var rej *pushRejectedError
+				if errors.As(err, &rej) {
+					return Proposal{}, "", "", st.classifyRejection(ctx, rej, headRef, headTip)
+				}
+				return Proposal{}, "", "", err
+			}
+			st.keep(pack, branch, commit)
+			prop.Head, prop.Pushed = commit.String(), true
+			return prop, title, body, nil
+		}()
+		return err
+	})
 	if err != nil || prop.UpToDate {
 		return prop, err
 	}
@@ -228,17 +232,20 @@ func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullReques
 	if prop.Head == "" {
 		return prop, nil
 	}
-	ls, err := g.store(s.opts.URL, s.opts.Auth)
+	ls, err := g.store(s.opts.URL)
 	if err != nil {
 		return prop, err
 	}
-	ctx, unlock, err := ls.lock(ctx)
-	if err != nil {
-		return prop, err
-	}
-	defer unlock()
-	st := ls.store
-	st.auth = s.opts.Auth
+	err = ls.do(ctx, s.opts.Auth, func(ctx context.Context, st *gitStore) error {
+		var err error
+		prop, err = proposalStatusInCache(ctx, st, s.opts, base, src, prop)
+		return err
+	})
+	return prop, err
+}
+
+// proposalStatusInCache decides from Git alone whether prop.Head reached base.
+func proposalStatusInCache(ctx context.Context, st *gitStore, opts GitOptions, base string, src scribev1.ObjectIdentity, prop Proposal) (Proposal, error) {
 	sess, ar, err := st.remoteRefs(ctx)
 	if err != nil {
 		return prop, err
@@ -263,7 +270,7 @@ func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullReques
 		prop.MergeCommit = firstDescendantOnFirstParent(st, baseTip, headHash)
 		return prop, nil
 	}
-	dir := path.Join(s.opts.Path, OwnedDir(src))
+	dir := path.Join(opts.Path, OwnedDir(src))
 	same := true
 	for _, p := range []string{dir, dir + ".sync.yaml"} {
 		headTree, err := st.rootTree(headHash)

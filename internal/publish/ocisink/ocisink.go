@@ -147,7 +147,17 @@ func (s *Sink) Publish(ctx context.Context, changes ...publish.Change) (publish.
 			}
 		}
 		sort.Strings(syncs)
-		next[s.prefix+publish.SyncIndexFile] = publish.SyncIndexData(syncs)
+		// Never replace an index someone else put into the artifact.
+		if prev, ok := files[s.prefix+publish.SyncIndexFile]; ok {
+			if err := publish.CheckSyncIndex(prev); err != nil {
+				return publish.Result{}, publish.SyncIndexConflict("publish to", s.url, s.prefix+publish.SyncIndexFile, err)
+			}
+		}
+		data, err := publish.SyncIndexData(syncs)
+		if err != nil {
+			return publish.Result{}, fmt.Errorf("publish to %s: %w", s.url, err)
+		}
+		next[s.prefix+publish.SyncIndexFile] = data
 	}
 	if maps.EqualFunc(files, next, bytes.Equal) && (cur != nil || len(changes) == 0) {
 		if cur == nil {

@@ -484,3 +484,30 @@ func TestRegistryErrorsCarryPublishReasons(t *testing.T) {
 		t.Fatalf("err = %v, reason %s", err, publish.ReasonOf(err))
 	}
 }
+
+func TestPublishNeverOverwritesAnIndexScribeDidNotWrite(t *testing.T) {
+	reg := newRegistry(t, "", "")
+	s := newSink(t, Options{URL: reg.url("app:prod"), Path: "clusters/prod", SyncIndex: true})
+	human := []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- platform.yaml\n")
+	img, err := s.artifact(map[string][]byte{"clusters/prod/kustomization.yaml": human})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(s.ref, img); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Publish(context.Background(), publish.ChangeFor(workload("shop", "web", "v1")))
+	if publish.ReasonOf(err) != publish.ReasonSyncIndexConflict || !strings.Contains(err.Error(), "clusters/prod/kustomization.yaml") {
+		t.Fatalf("Publish over a hand-written index: %v (reason %s), want %s naming the file", err, publish.ReasonOf(err), publish.ReasonSyncIndexConflict)
+	}
+	if got := mustFetch(t, s)["clusters/prod/kustomization.yaml"]; string(got) != string(human) {
+		t.Fatalf("the index was changed: %q", got)
+	}
+	// Scribe's own index it keeps rewriting.
+	s2 := newSink(t, Options{URL: reg.url("app:dev"), Path: "clusters/dev", SyncIndex: true})
+	mustPublish(t, s2, publish.ChangeFor(workload("shop", "web", "v1")))
+	mustPublish(t, s2, publish.ChangeFor(workload("shop", "api", "v1")))
+	if got := string(mustFetch(t, s2)["clusters/dev/kustomization.yaml"]); !strings.HasSuffix(got, "resources:\n- shop/workload/api.sync.yaml\n- shop/workload/web.sync.yaml\n") {
+		t.Fatalf("index = %q", got)
+	}
+}
