@@ -311,6 +311,9 @@ func namespaceIndex(src layeredStorer, ids *identityCache, h plumbing.Hash) (nsI
 // heldIn returns, for every object in want, which custom resources'
 // owned paths below dir in the tree root hold it.
 func heldIn(src layeredStorer, ids *identityCache, trees map[plumbing.Hash]*object.Tree, root plumbing.Hash, dir string, want map[objectKey]bool) (map[objectKey][]claim, error) {
+	if root.IsZero() {
+		return nil, nil // a branch that does not exist yet holds nothing
+	}
 	h := root
 	if dir != "" {
 		var err error

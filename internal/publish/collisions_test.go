@@ -200,3 +200,23 @@ func TestGitCollisionsWithinABatch(t *testing.T) {
 		}
 	})
 }
+
+// TestGitPublishesToABranchThatDoesNotExistYet: a branch the remote does not
+// have yet holds nothing to collide with, at the repository root and below a
+// path (the collision check once read the zero tree as a damaged cache).
+func TestGitPublishesToABranchThatDoesNotExistYet(t *testing.T) {
+	ctx := context.Background()
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "shop", "main")
+	for i, path := range []string{"", ".", "clusters"} {
+		branch := fmt.Sprintf("feature-%d", i)
+		sink := newSink(t, publish.NewGit(t.TempDir()), publish.GitOptions{URL: url, Branch: branch, Path: path, SyncIndex: true})
+		res, err := sink.Publish(ctx, publish.ChangeFor(objectBundle("shop", "checkout", "1", checkoutService)))
+		if err != nil || !res.Changed {
+			t.Fatalf("path %s: publish to the new branch %s = %+v, %v", path, branch, res, err)
+		}
+		if got := publishtest.Git(t, clone(t, url, branch), "rev-parse", "HEAD"); got != res.Commit {
+			t.Errorf("path %s: branch %s is at %s, want the published %s", path, branch, got, res.Commit)
+		}
+	}
+}
