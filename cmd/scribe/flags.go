@@ -15,6 +15,11 @@ import (
 	"github.com/scribe-gitops/scribe/render/contract"
 )
 
+// engineKey carries a built-in engine in a context, for callers that run
+// the CLI many times in one process (the fuzz targets) and share one engine
+// (safe for concurrent use) instead of building one per run.
+type engineKey struct{}
+
 // renderFlags are the flags shared by render, validate and diff.
 type renderFlags struct {
 	files          []string
@@ -104,9 +109,11 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	}
 	// User catalogs are code from someone else: evaluated first in a
 	// bounded child process (see render.CatalogBound).
-	engine, err := catalogEngine(ctx, f.catalogs)
-	if err != nil {
-		return nil, err
+	engine, _ := ctx.Value(engineKey{}).(*render.Engine)
+	if engine == nil || len(f.catalogs) > 0 {
+		if engine, err = catalogEngine(ctx, f.catalogs); err != nil {
+			return nil, err
+		}
 	}
 	files, err := expandFiles(f.files)
 	if err != nil {

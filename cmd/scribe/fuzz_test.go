@@ -14,6 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/render"
 )
 
 // FuzzRenderBytes feeds raw bytes as an input file through scribe render:
@@ -28,12 +30,13 @@ func FuzzRenderBytes(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	engine := sharedEngine(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file := filepath.Join(t.TempDir(), "input.yaml")
 		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, _, stderr := renderBounded(t, file)
+		code, _, stderr := renderBounded(t, engine, file)
 		if code != exitOK && code != exitError {
 			t.Fatalf("exit %d, want 0 or 2\nstderr:\n%s", code, stderr)
 		}
@@ -52,6 +55,7 @@ func FuzzRenderBytes(f *testing.F) {
 func FuzzWorkloadFields(f *testing.F) {
 	f.Add("web", "shop", "v1", "v2", "ghcr.io/example/web:1", "LOG_LEVEL", "MODE", "fast", "http")
 	f.Add("order-worker", "team-a", "2024-06-01", "canary", "registry.example.com/a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "A_B", "config.json", "{}", "metrics")
+	engine := sharedEngine(f)
 	f.Fuzz(func(t *testing.T, name, namespace, v1, v2, image, envName, configKey, configValue, portName string) {
 		versions := []any{map[string]any{
 			"name": v1, "image": image,
@@ -78,7 +82,7 @@ func FuzzWorkloadFields(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, stdout, stderr := renderBounded(t, file)
+		code, stdout, stderr := renderBounded(t, engine, file)
 		switch code {
 		case exitError:
 			return
@@ -126,9 +130,22 @@ func FuzzWorkloadFields(f *testing.F) {
 // the fuzzer keeps, not a stuck run.
 const renderTimeout = 20 * time.Second
 
+// sharedEngine is the built-in engine every run of a fuzz target renders
+// with, built once per fuzzing process: a new engine per run made each
+// run cost its template evaluation and fuzzing crawled at about one run a
+// second.
+func sharedEngine(f *testing.F) *render.Engine {
+	f.Helper()
+	e, err := render.New()
+	if err != nil {
+		f.Fatal(err)
+	}
+	return e
+}
+
 // renderBounded runs `scribe render -f file` and fails the test if it does
 // not finish within renderTimeout.
-func renderBounded(t *testing.T, file string) (int, string, string) {
+func renderBounded(t *testing.T, engine *render.Engine, file string) (int, string, string) {
 	t.Helper()
 	type result struct {
 		code           int
@@ -137,7 +154,7 @@ func renderBounded(t *testing.T, file string) (int, string, string) {
 	done := make(chan result, 1)
 	go func() {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), []string{"render", "-f", file}, &stdout, &stderr)
+		code := run(context.WithValue(context.Background(), engineKey{}, engine), []string{"render", "-f", file}, &stdout, &stderr)
 		done <- result{code, stdout.String(), stderr.String()}
 	}()
 	select {
