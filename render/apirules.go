@@ -6,8 +6,8 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -110,9 +110,18 @@ func nameRule(apiVersion, kind string) apimachineryvalidation.ValidateNameFunc {
 	case apiVersion == "v1" && kind == "Namespace":
 		return apimachineryvalidation.ValidateNamespaceName
 	case apiVersion == "rbac.authorization.k8s.io/v1":
-		return path.ValidatePathSegmentName
+		return pathSegmentName
 	}
 	return apimachineryvalidation.NameIsDNSSubdomain
+}
+
+// pathSegmentName is the apiserver's name rule for RBAC objects: a name
+// that can be a URL path segment (a prefix for generateName).
+func pathSegmentName(name string, prefix bool) []string {
+	if prefix {
+		return content.IsPathSegmentPrefix(name)
+	}
+	return content.IsPathSegmentName(name)
 }
 
 // metadataRules checks labels and annotations as ObjectMeta validation does.
@@ -383,7 +392,8 @@ func walkStrings(v any, at *field.Path, f func(string, *field.Path)) {
 // key (a label such as kubernetes.io/arch).
 func child(at *field.Path, k string) *field.Path {
 	for i, r := range k {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+		identChar := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9'
+		if !identChar {
 			return at.Key(k)
 		}
 	}

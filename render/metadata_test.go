@@ -34,7 +34,7 @@ func TestDecodeAcceptsMetadataAsTheClusterStoresIt(t *testing.T) {
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "1b9c1f3e-7a8e-4c59-9a51-3c1a4b7e2d10"}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "scribe.dev/v1alpha1", Time: &now,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`),
 			}},
 		},
 		Spec: scribev1.WorkloadSpec{

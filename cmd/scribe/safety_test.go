@@ -340,11 +340,12 @@ func TestSignalStopsARenderQuickly(t *testing.T) {
 			}
 			sent := time.Now()
 			select {
-			case <-exited:
+			case err := <-exited:
+				t.Logf("wait: %v", err) // the exit code is checked below
 			case <-time.After(5 * time.Second):
 				_ = cmd.Process.Kill()
-				<-exited
-				t.Fatalf("still running 5 s after %s", tc.sig)
+				err := <-exited
+				t.Fatalf("still running 5 s after %s (killed: %v)", tc.sig, err)
 			}
 			t.Logf("exited %s after %s", time.Since(sent).Round(time.Millisecond), tc.sig)
 			if got := cmd.ProcessState.ExitCode(); got != tc.code {
