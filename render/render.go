@@ -13,7 +13,9 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 	cuejson "cuelang.org/go/encoding/json"
 	yamlv2 "go.yaml.in/yaml/v2"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -246,14 +248,14 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	}
 	ns, nm := d.typed.GetNamespace(), d.typed.GetName()
 
-	// The input goes in as compiled JSON: cue.Context.Encode of nested Go
-	// maps made CUE v0.17 report fields of the input as undefined inside the
-	// templates' definitions.
-	inJSON, err := canonicalJSON(map[string]any{"input": input})
+	// The input goes in as a CUE expression built from its JSON data:
+	// cue.Context.Encode of nested Go maps made CUE v0.17 report fields of
+	// the input as undefined inside the templates' definitions.
+	inVal, err := inputValue(e.ctx, input)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
-	filled := tmpl.Unify(dataValue(e.ctx, inJSON))
+	filled := tmpl.Unify(inVal)
 	if err := filled.LookupPath(fieldPath("input")).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
@@ -489,21 +491,80 @@ func trimSchemaPrefix(p string) string {
 	return p
 }
 
-// canonicalJSON encodes v with every object's keys sorted, so the order
-// of fields in the Go types never shows in what the templates produce (CUE
-// keeps the input's field order, for example in json.Marshal).
-func canonicalJSON(v any) ([]byte, error) {
+// inputValue is the CUE value {input: v}, v as encoding/json encodes it,
+// every object's keys sorted, so the order of fields in the Go types never
+// shows in what the templates produce (CUE keeps the input's field order,
+// for example in json.Marshal). The value is built from a syntax tree of
+// the JSON data, the tree encoding/json/Extract parses from its text,
+// without printing and parsing that text.
+func inputValue(ctx *cue.Context, v any) (cue.Value, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return cue.Value{}, err
 	}
 	var generic any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&generic); err != nil {
-		return nil, err
+		return cue.Value{}, err
 	}
-	return json.Marshal(generic)
+	x, err := jsonExpr(generic)
+	if err != nil {
+		return cue.Value{}, err
+	}
+	val := ctx.BuildExpr(&ast.StructLit{Elts: []ast.Decl{&ast.Field{Label: ast.NewString("input"), Value: x}}})
+	return val, val.Err()
+}
+
+// jsonExpr is the CUE expression of JSON data decoded with json.Number:
+// what the CUE parser makes of its JSON text, object keys sorted.
+func jsonExpr(v any) (ast.Expr, error) {
+	switch t := v.(type) {
+	case nil:
+		return ast.NewNull(), nil
+	case bool:
+		return ast.NewBool(t), nil
+	case string:
+		return ast.NewString(t), nil
+	case json.Number:
+		s := string(t)
+		neg := strings.HasPrefix(s, "-")
+		kind := token.INT
+		if strings.ContainsAny(s, ".eE") {
+			kind = token.FLOAT
+		}
+		lit := &ast.BasicLit{Kind: kind, Value: strings.TrimPrefix(s, "-")}
+		if neg {
+			return &ast.UnaryExpr{Op: token.SUB, X: lit}, nil
+		}
+		return lit, nil
+	case []any:
+		elts := make([]ast.Expr, len(t))
+		for i, e := range t {
+			x, err := jsonExpr(e)
+			if err != nil {
+				return nil, err
+			}
+			elts[i] = x
+		}
+		return &ast.ListLit{Elts: elts}, nil
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		decls := make([]ast.Decl, len(keys))
+		for i, k := range keys {
+			x, err := jsonExpr(t[k])
+			if err != nil {
+				return nil, err
+			}
+			decls[i] = &ast.Field{Label: ast.NewString(k), Value: x}
+		}
+		return &ast.StructLit{Elts: decls}, nil
+	}
+	return nil, fmt.Errorf("unexpected %T in JSON data", v)
 }
 
 // readBackOf decodes the template's readBack section and fills in the
@@ -556,14 +617,14 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if !ok {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: no template for %q", src.Namespace, src.Name, src.Kind)
 	}
-	in, err := canonicalJSON(map[string]any{"input": map[string]any{
+	in, err := inputValue(e.ctx, map[string]any{
 		"metadata": contract.Metadata{Name: src.Name, Namespace: src.Namespace},
 		"publish":  pub,
-	}})
+	})
 	if err != nil {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
-	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(fieldPath("sync"))
+	sync := tmpl.Unify(in).LookupPath(fieldPath("sync"))
 	c, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, nil, sync)
 	return c.id, err
 }
