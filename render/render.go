@@ -645,8 +645,33 @@ func dataValue(ctx *cue.Context, data []byte) cue.Value {
 // stream, `---` between documents, each document byte for byte what
 // sigs.k8s.io/yaml.Marshal writes: the same encoder (go.yaml.in/yaml/v2,
 // map keys sorted) given the values its JSON-to-YAML step would have
-// parsed, without the JSON text and its parse in between.
+// parsed, without the JSON text and its parse in between. appendYAML
+// writes the documents whose every scalar it is certain of; the rest go
+// through the encoder.
 func yamlStream(objs ...map[string]any) ([]byte, error) {
+	var out []byte
+	for i, o := range objs {
+		if i > 0 {
+			if len(o) == 0 {
+				out = nil
+				break
+			}
+			out = append(out, "---\n"...)
+		}
+		var ok bool
+		if out, ok = appendYAML(out, o); !ok {
+			out = nil
+			break
+		}
+	}
+	if out != nil {
+		return out, nil
+	}
+	return encodeYAMLStream(objs...)
+}
+
+// encodeYAMLStream is yamlStream through go.yaml.in/yaml/v2's encoder.
+func encodeYAMLStream(objs ...map[string]any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yamlv2.NewEncoder(&buf)
 	for i, o := range objs {
