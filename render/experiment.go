@@ -28,6 +28,7 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
 	}
 	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish.AllowedNamespaces)
+	errs = append(errs, checkPublish(in.Publish)...)
 	if len(errs) > 0 {
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}

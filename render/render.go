@@ -617,6 +617,9 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if !ok {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: no template for %q", src.Namespace, src.Name, src.Kind)
 	}
+	if errs := checkPublish(pub); len(errs) > 0 {
+		return scribev1.ObjectIdentity{}, &InputError{Object: src.Kind + "/" + src.Namespace + "/" + src.Name, Errors: errs}
+	}
 	in, err := inputValue(e.ctx, map[string]any{
 		"metadata": contract.Metadata{Name: src.Name, Namespace: src.Namespace},
 		"publish":  pub,
