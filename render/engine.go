@@ -47,6 +47,10 @@ type Engine struct {
 	registryOnce sync.Once
 	registry     map[string]cue.Value // by "apiVersion/Kind"
 	registryErr  error
+
+	// entries caches each catalog entry's JSON data through #Entry, by
+	// "<catalog index>/<name>" (entryData): bounded by the catalogs.
+	entries sync.Map
 }
 
 // schemaCheck returns the embedded compiled check of a registry kind; ok

@@ -23,7 +23,10 @@ func TestPublishKindsAreChecked(t *testing.T) {
 		want   string // "" means the render succeeds
 	}{
 		{"default", func(*render.Publish) {}, ""},
-		{"Argo CD", func(p *render.Publish) { p.Applier.Kind = "ArgoCD"; p.Applier.RepoURL = "https://git.example.com/r.git" }, ""},
+		{"Argo CD", func(p *render.Publish) {
+			p.Applier.Kind = "ArgoCD"
+			p.Applier.RepoURL = "https://git.example.com/r.git"
+		}, ""},
 		{"OCI", func(p *render.Publish) { p.Applier.SourceKind = "OCIRepository" }, ""},
 		{"unknown applier", func(p *render.Publish) { p.Applier.Kind = "Fleet" }, `publish.applier.kind: must be Flux or ArgoCD, not "Fleet"`},
 		{"no source kind", func(p *render.Publish) { p.Applier.SourceKind = "" }, `publish.applier.sourceKind: must be GitRepository or OCIRepository, not ""`},
