@@ -20,7 +20,6 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/render/contract"
@@ -328,10 +327,14 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	sort.Slice(b.Objects, func(i, j int) bool {
 		return strings.ToLower(b.Objects[i].Kind)+"-"+b.Objects[i].Name < strings.ToLower(b.Objects[j].Kind)+"-"+b.Objects[j].Name
 	})
-	kustomization, err := yaml.Marshal(map[string]any{
+	resources := make([]any, len(fileNames))
+	for i, f := range fileNames {
+		resources[i] = f
+	}
+	kustomization, err := yamlStream(map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
-		"resources":  fileNames,
+		"resources":  resources,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render %s: kustomization.yaml: %w", name, err)
