@@ -384,16 +384,28 @@ type checked struct {
 // JSON, to name the field a refused value came from (nil when there is
 // none).
 func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (checked, error) {
-	var id scribev1.ObjectIdentity
-	var err error
-	if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+	// The object's data, and its identity read from it; an object whose
+	// data does not name its apiVersion and kind is looked up field by
+	// field, for errors that say what is missing. The checks and their
+	// order are the same either way.
+	raw, marshalErr := val.MarshalJSON()
+	var m map[string]any
+	var decodeErr error
+	if marshalErr == nil {
+		m, decodeErr = decodeObject(raw)
 	}
-	if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+	id, ok := identityOf(m)
+	if !ok {
+		var err error
+		if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
+			return checked{id: id}, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+		}
+		if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
+			return checked{id: id}, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+		}
+		id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
+		id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	}
-	id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
-	id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	if id.Kind == "Secret" {
 		return checked{id: id}, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
@@ -405,15 +417,11 @@ func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (c
 	if !ok {
 		return checked{id: id}, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
-	raw, err := val.MarshalJSON()
-	if err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
+	if marshalErr != nil {
+		return checked{id: id}, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(marshalErr, nil))
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
+	if decodeErr != nil {
+		return checked{id: id}, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, decodeErr)
 	}
 	// Check the object as plain data against the compiled schema of its
 	// kind (schemacheck.go); CUE's own check stays for tests.
@@ -442,6 +450,21 @@ func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (c
 		return checked{id: id}, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	return checked{id: id, obj: m, data: data}, nil
+}
+
+// identityOf reads apiVersion, kind, metadata.name and metadata.namespace
+// from an object's data; ok is false without a string apiVersion and kind.
+func identityOf(m map[string]any) (id scribev1.ObjectIdentity, ok bool) {
+	var okV, okK bool
+	id.APIVersion, okV = m["apiVersion"].(string)
+	id.Kind, okK = m["kind"].(string)
+	if !okV || !okK {
+		return scribev1.ObjectIdentity{}, false
+	}
+	md, _ := m["metadata"].(map[string]any)
+	id.Name, _ = md["name"].(string)
+	id.Namespace, _ = md["namespace"].(string)
+	return id, true
 }
 
 // apiRulesError reports what the apiserver would refuse in a rendered
@@ -505,10 +528,8 @@ func inputValue(ctx *cue.Context, v any) (cue.Value, error) {
 	if err != nil {
 		return cue.Value{}, err
 	}
-	var generic any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&generic); err != nil {
+	generic, err := decodeObject(raw)
+	if err != nil {
 		return cue.Value{}, err
 	}
 	x, err := jsonExpr(generic)
