@@ -12,8 +12,8 @@ import (
 )
 
 // appendYAML appends the YAML document go.yaml.in/yaml/v2's Encoder writes
-// for the JSON object m (from yamlValue: numbers are int, uint64 or
-// float64), byte for byte, and reports whether it could: it writes block
+// for yamlValue(m), m a JSON object (numbers as json.Number), byte for
+// byte, and reports whether it could: it writes block
 // mappings and sequences, and scalars whose YAML is certain (printable
 // ASCII; plain where the encoder writes them plain, double-quoted where it
 // quotes them and no escape or line fold applies). For anything else (a
