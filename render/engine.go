@@ -47,6 +47,10 @@ type Engine struct {
 	registryOnce sync.Once
 	registry     map[string]cue.Value // by "apiVersion/Kind"
 	registryErr  error
+
+	// entries caches each catalog entry's JSON data through #Entry, by
+	// "<catalog index>/<name>" (entryData): bounded by the catalogs.
+	entries sync.Map
 }
 
 // schemaCheck returns the embedded compiled check of a registry kind; ok
@@ -96,6 +100,11 @@ type Option func(*engineOptions)
 type engineOptions struct {
 	catalogs     []fs.FS
 	catalogNames []string
+	// cueChecks (tests) loads the templates with the build tag `contract`,
+	// which unifies every input with its closed CUE definition, and checks
+	// rendered objects with the CUE schema registry instead of the
+	// compiled checks.
+	cueChecks bool
 }
 
 // WithCatalog adds a user catalog: a file system whose top-level *.cue files
@@ -229,6 +238,7 @@ func newEngine(o engineOptions) (*Engine, error) {
 		templates:       map[string]cue.Value{},
 		overlay:         overlay,
 		templateVersion: "sha256:" + hex.EncodeToString(h.Sum(nil))[:16],
+		cueCheck:        o.cueChecks,
 	}
 	lc, err := loadCatalogs(e.ctx, overlay, o.catalogNames)
 	if err != nil {
@@ -242,7 +252,11 @@ func newEngine(o engineOptions) (*Engine, error) {
 
 	kinds := []string{"Workload", "Experiment"}
 	pkgs := []string{"./workload", "./experiment"}
-	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
+	var tags []string
+	if o.cueChecks {
+		tags = []string{"contract"}
+	}
+	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay, Tags: tags})
 	for i, inst := range insts {
 		if inst.Err != nil {
 			return nil, fmt.Errorf("load CUE package %s: %s", pkgs[i], cueerrors.Details(inst.Err, nil))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -28,6 +29,7 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
 	}
 	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish.AllowedNamespaces)
+	errs = append(errs, checkPublish(in.Publish)...)
 	if len(errs) > 0 {
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}
@@ -224,17 +226,34 @@ func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, para
 	if err != nil {
 		return nil, []FieldError{{Path: paramsPath, Message: fmt.Sprintf("component %q: %v", name, err)}}
 	}
-	// Through #Entry, so a user catalog's entries get the schema's defaults
-	// (an OCI source's path) as the built-in ones do.
-	var entryMap map[string]any
-	raw, err = e.entrySchema.Unify(entry).MarshalJSON()
-	if err == nil {
-		err = utiljson.Unmarshal(raw, &entryMap)
-	}
+	entryMap, err := e.entryData(at, name, entry)
 	if err != nil {
 		return nil, []FieldError{{Path: namePath, Message: fmt.Sprintf("catalog entry %q: %v", name, err)}}
 	}
 	return &contract.Resolved{Name: name, Kind: kind, Entry: entryMap, Params: resolved}, nil
+}
+
+// entryData is catalog at's entry name as JSON data, through #Entry, so a
+// user catalog's entries get the schema's defaults (an OCI source's path)
+// as the built-in ones do. It depends on the engine's catalogs only: each
+// entry is evaluated once per engine and shared, read-only, by renders.
+func (e *Engine) entryData(at int, name string, entry cue.Value) (map[string]any, error) {
+	type result struct {
+		m   map[string]any
+		err error
+	}
+	key := strconv.Itoa(at) + "/" + name
+	if r, ok := e.entries.Load(key); ok {
+		return r.(result).m, r.(result).err
+	}
+	var r result
+	raw, err := e.entrySchema.Unify(entry).MarshalJSON()
+	if err == nil {
+		err = utiljson.Unmarshal(raw, &r.m)
+	}
+	r.err = err
+	got, _ := e.entries.LoadOrStore(key, r)
+	return got.(result).m, got.(result).err
 }
 
 // catalogNames lists the component names of one kind across all catalogs.

@@ -76,6 +76,24 @@ func DefaultPublish() Publish {
 	return Publish{Path: ".", Applier: Applier{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe", SourceKind: contract.SourceGitRepository}}
 }
 
+// checkPublish refuses an applier or source kind the templates do not
+// know (the enums of contract.Applier, which the CUE contract checks in
+// tests).
+func checkPublish(p Publish) []FieldError {
+	var errs []FieldError
+	switch p.Applier.Kind {
+	case scribev1.ApplierFlux, scribev1.ApplierArgoCD:
+	default:
+		errs = append(errs, FieldError{Path: "publish.applier.kind", Message: fmt.Sprintf("must be %s or %s, not %q", scribev1.ApplierFlux, scribev1.ApplierArgoCD, p.Applier.Kind)})
+	}
+	switch p.Applier.SourceKind {
+	case contract.SourceGitRepository, contract.SourceOCIRepository:
+	default:
+		errs = append(errs, FieldError{Path: "publish.applier.sourceKind", Message: fmt.Sprintf("must be %s or %s, not %q", contract.SourceGitRepository, contract.SourceOCIRepository, p.Applier.SourceKind)})
+	}
+	return errs
+}
+
 // Resolved holds cluster facts an Experiment render needs.
 type Resolved struct {
 	// OTELEndpoint is the OTLP endpoint from the cluster's otel-config ConfigMap.

@@ -13,12 +13,13 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 	cuejson "cuelang.org/go/encoding/json"
 	yamlv2 "go.yaml.in/yaml/v2"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/render/contract"
@@ -246,14 +247,14 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	}
 	ns, nm := d.typed.GetNamespace(), d.typed.GetName()
 
-	// The input goes in as compiled JSON: cue.Context.Encode of nested Go
-	// maps made CUE v0.17 report fields of the input as undefined inside the
-	// templates' definitions.
-	inJSON, err := canonicalJSON(map[string]any{"input": input})
+	// The input goes in as a CUE expression built from its JSON data:
+	// cue.Context.Encode of nested Go maps made CUE v0.17 report fields of
+	// the input as undefined inside the templates' definitions.
+	inVal, err := inputValue(e.ctx, input)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
-	filled := tmpl.Unify(dataValue(e.ctx, inJSON))
+	filled := tmpl.Unify(inVal)
 	if err := filled.LookupPath(fieldPath("input")).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
@@ -326,10 +327,14 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	sort.Slice(b.Objects, func(i, j int) bool {
 		return strings.ToLower(b.Objects[i].Kind)+"-"+b.Objects[i].Name < strings.ToLower(b.Objects[j].Kind)+"-"+b.Objects[j].Name
 	})
-	kustomization, err := yaml.Marshal(map[string]any{
+	resources := make([]any, len(fileNames))
+	for i, f := range fileNames {
+		resources[i] = f
+	}
+	kustomization, err := yamlStream(map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
-		"resources":  fileNames,
+		"resources":  resources,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render %s: kustomization.yaml: %w", name, err)
@@ -379,16 +384,28 @@ type checked struct {
 // JSON, to name the field a refused value came from (nil when there is
 // none).
 func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (checked, error) {
-	var id scribev1.ObjectIdentity
-	var err error
-	if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+	// The object's data, and its identity read from it; an object whose
+	// data does not name its apiVersion and kind is looked up field by
+	// field, for errors that say what is missing. The checks and their
+	// order are the same either way.
+	raw, marshalErr := val.MarshalJSON()
+	var m map[string]any
+	var decodeErr error
+	if marshalErr == nil {
+		m, decodeErr = decodeObject(raw)
 	}
-	if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+	id, ok := identityOf(m)
+	if !ok {
+		var err error
+		if id.APIVersion, err = val.LookupPath(fieldPath("apiVersion")).String(); err != nil {
+			return checked{id: id}, fmt.Errorf("render %s: object without apiVersion: %s", owner, cueerrors.Details(err, nil))
+		}
+		if id.Kind, err = val.LookupPath(fieldPath("kind")).String(); err != nil {
+			return checked{id: id}, fmt.Errorf("render %s: object without kind: %s", owner, cueerrors.Details(err, nil))
+		}
+		id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
+		id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	}
-	id.Name, _ = val.LookupPath(fieldPath("metadata", "name")).String()
-	id.Namespace, _ = val.LookupPath(fieldPath("metadata", "namespace")).String()
 	if id.Kind == "Secret" {
 		return checked{id: id}, fmt.Errorf("render %s: refusing to render Secret %s: Scribe never writes Secret data to Git", owner, id.Name)
 	}
@@ -400,15 +417,11 @@ func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (c
 	if !ok {
 		return checked{id: id}, fmt.Errorf("render %s: no schema for %s %s: every rendered kind must be in templates/registry", owner, id.APIVersion, id.Kind)
 	}
-	raw, err := val.MarshalJSON()
-	if err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(err, nil))
+	if marshalErr != nil {
+		return checked{id: id}, fmt.Errorf("render %s: template produced an incomplete %s %s: %s", owner, id.Kind, id.Name, cueerrors.Details(marshalErr, nil))
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return checked{id: id}, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, err)
+	if decodeErr != nil {
+		return checked{id: id}, fmt.Errorf("render %s: decode %s %s: %w", owner, id.Kind, id.Name, decodeErr)
 	}
 	// Check the object as plain data against the compiled schema of its
 	// kind (schemacheck.go); CUE's own check stays for tests.
@@ -437,6 +450,21 @@ func (e *Engine) checkObject(owner string, src map[string]any, val cue.Value) (c
 		return checked{id: id}, fmt.Errorf("render %s: YAML of %s %s: %w", owner, id.Kind, id.Name, err)
 	}
 	return checked{id: id, obj: m, data: data}, nil
+}
+
+// identityOf reads apiVersion, kind, metadata.name and metadata.namespace
+// from an object's data; ok is false without a string apiVersion and kind.
+func identityOf(m map[string]any) (id scribev1.ObjectIdentity, ok bool) {
+	var okV, okK bool
+	id.APIVersion, okV = m["apiVersion"].(string)
+	id.Kind, okK = m["kind"].(string)
+	if !okV || !okK {
+		return scribev1.ObjectIdentity{}, false
+	}
+	md, _ := m["metadata"].(map[string]any)
+	id.Name, _ = md["name"].(string)
+	id.Namespace, _ = md["namespace"].(string)
+	return id, true
 }
 
 // apiRulesError reports what the apiserver would refuse in a rendered
@@ -489,21 +517,78 @@ func trimSchemaPrefix(p string) string {
 	return p
 }
 
-// canonicalJSON encodes v with every object's keys sorted, so the order
-// of fields in the Go types never shows in what the templates produce (CUE
-// keeps the input's field order, for example in json.Marshal).
-func canonicalJSON(v any) ([]byte, error) {
+// inputValue is the CUE value {input: v}, v as encoding/json encodes it,
+// every object's keys sorted, so the order of fields in the Go types never
+// shows in what the templates produce (CUE keeps the input's field order,
+// for example in json.Marshal). The value is built from a syntax tree of
+// the JSON data, the tree encoding/json/Extract parses from its text,
+// without printing and parsing that text.
+func inputValue(ctx *cue.Context, v any) (cue.Value, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return cue.Value{}, err
 	}
-	var generic any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&generic); err != nil {
-		return nil, err
+	generic, err := decodeObject(raw)
+	if err != nil {
+		return cue.Value{}, err
 	}
-	return json.Marshal(generic)
+	x, err := jsonExpr(generic)
+	if err != nil {
+		return cue.Value{}, err
+	}
+	val := ctx.BuildExpr(&ast.StructLit{Elts: []ast.Decl{&ast.Field{Label: ast.NewString("input"), Value: x}}})
+	return val, val.Err()
+}
+
+// jsonExpr is the CUE expression of JSON data decoded with json.Number:
+// what the CUE parser makes of its JSON text, object keys sorted.
+func jsonExpr(v any) (ast.Expr, error) {
+	switch t := v.(type) {
+	case nil:
+		return ast.NewNull(), nil
+	case bool:
+		return ast.NewBool(t), nil
+	case string:
+		return ast.NewString(t), nil
+	case json.Number:
+		s := string(t)
+		neg := strings.HasPrefix(s, "-")
+		kind := token.INT
+		if strings.ContainsAny(s, ".eE") {
+			kind = token.FLOAT
+		}
+		lit := &ast.BasicLit{Kind: kind, Value: strings.TrimPrefix(s, "-")}
+		if neg {
+			return &ast.UnaryExpr{Op: token.SUB, X: lit}, nil
+		}
+		return lit, nil
+	case []any:
+		elts := make([]ast.Expr, len(t))
+		for i, e := range t {
+			x, err := jsonExpr(e)
+			if err != nil {
+				return nil, err
+			}
+			elts[i] = x
+		}
+		return &ast.ListLit{Elts: elts}, nil
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		decls := make([]ast.Decl, len(keys))
+		for i, k := range keys {
+			x, err := jsonExpr(t[k])
+			if err != nil {
+				return nil, err
+			}
+			decls[i] = &ast.Field{Label: ast.NewString(k), Value: x}
+		}
+		return &ast.StructLit{Elts: decls}, nil
+	}
+	return nil, fmt.Errorf("unexpected %T in JSON data", v)
 }
 
 // readBackOf decodes the template's readBack section and fills in the
@@ -556,14 +641,17 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if !ok {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: no template for %q", src.Namespace, src.Name, src.Kind)
 	}
-	in, err := canonicalJSON(map[string]any{"input": map[string]any{
+	if errs := checkPublish(pub); len(errs) > 0 {
+		return scribev1.ObjectIdentity{}, &InputError{Object: src.Kind + "/" + src.Namespace + "/" + src.Name, Errors: errs}
+	}
+	in, err := inputValue(e.ctx, map[string]any{
 		"metadata": contract.Metadata{Name: src.Name, Namespace: src.Namespace},
 		"publish":  pub,
-	}})
+	})
 	if err != nil {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
-	sync := tmpl.Unify(dataValue(e.ctx, in)).LookupPath(fieldPath("sync"))
+	sync := tmpl.Unify(in).LookupPath(fieldPath("sync"))
 	c, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, nil, sync)
 	return c.id, err
 }
@@ -584,8 +672,33 @@ func dataValue(ctx *cue.Context, data []byte) cue.Value {
 // stream, `---` between documents, each document byte for byte what
 // sigs.k8s.io/yaml.Marshal writes: the same encoder (go.yaml.in/yaml/v2,
 // map keys sorted) given the values its JSON-to-YAML step would have
-// parsed, without the JSON text and its parse in between.
+// parsed, without the JSON text and its parse in between. appendYAML
+// writes the documents whose every scalar it is certain of; the rest go
+// through the encoder.
 func yamlStream(objs ...map[string]any) ([]byte, error) {
+	var out []byte
+	for i, o := range objs {
+		if i > 0 {
+			if len(o) == 0 {
+				out = nil
+				break
+			}
+			out = append(out, "---\n"...)
+		}
+		var ok bool
+		if out, ok = appendYAML(out, o); !ok {
+			out = nil
+			break
+		}
+	}
+	if out != nil {
+		return out, nil
+	}
+	return encodeYAMLStream(objs...)
+}
+
+// encodeYAMLStream is yamlStream through go.yaml.in/yaml/v2's encoder.
+func encodeYAMLStream(objs ...map[string]any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yamlv2.NewEncoder(&buf)
 	for i, o := range objs {

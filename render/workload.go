@@ -16,6 +16,7 @@ func (e *Engine) renderWorkload(d *decoded, in WorkloadInput, trafficPath string
 		return nil, fmt.Errorf("render %s: not a Workload", d.name)
 	}
 	traffic, stable, errs := split(w, in.Traffic, in.Stable, trafficPath)
+	errs = append(errs, checkPublish(in.Publish)...)
 	if len(errs) > 0 {
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}
