@@ -331,7 +331,8 @@ func yamlTimestamp(s string) bool {
 // yamlBase60Float: the encoder quotes YAML 1.1 base 60 floats.
 func yamlBase60Float(s string) bool {
 	c := s[0]
-	if !(c == '+' || c == '-' || c >= '0' && c <= '9') || strings.IndexByte(s, ':') < 0 {
+	signOrDigit := c == '+' || c == '-' || c >= '0' && c <= '9'
+	if !signOrDigit || strings.IndexByte(s, ':') < 0 {
 		return false
 	}
 	return yamlBase60.MatchString(s)
