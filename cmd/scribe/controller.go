@@ -55,6 +55,8 @@ type controllerFlags struct {
 	noCrossNamespaceRefs    bool
 	gcpProject              string
 	kubeconfig              string
+	kubeAPIQPS              float32
+	kubeAPIBurst            int
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -74,6 +76,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "refuse a Repository's spec.catalog that names a Flux source in another namespace (multi-tenancy, as in Flux)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server, as Flux's controllers allow by default (client-go's default of 20 made a burst of 1000 custom resources wait on the client)")
+	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", 300, "burst of queries to the API server above --kube-api-qps")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 }
 
@@ -141,6 +145,12 @@ func (f *controllerFlags) check() error {
 	}
 	if f.commitInterval < 0 {
 		problems = append(problems, fmt.Sprintf("--commit-interval must not be negative, not %s", f.commitInterval))
+	}
+	if f.kubeAPIQPS <= 0 {
+		problems = append(problems, fmt.Sprintf("--kube-api-qps must be positive, not %v", f.kubeAPIQPS))
+	}
+	if f.kubeAPIBurst <= 0 {
+		problems = append(problems, fmt.Sprintf("--kube-api-burst must be positive, not %d", f.kubeAPIBurst))
 	}
 	if f.pollInterval <= 0 {
 		problems = append(problems, fmt.Sprintf("--poll-interval must be positive, not %s", f.pollInterval))
@@ -263,21 +273,20 @@ func newLogger(w io.Writer, level zapcore.Level) logr.Logger {
 // restConfig loads --kubeconfig, or else what ctrl.GetConfig finds
 // ($KUBECONFIG, in-cluster, ~/.kube/config).
 func (f *controllerFlags) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if f.kubeconfig == "" {
-		cfg, err := ctrl.GetConfig()
-		if err != nil {
+		if cfg, err = ctrl.GetConfig(); err != nil {
 			return nil, fmt.Errorf("kubeconfig: %w", err)
 		}
-		return cfg, nil
+	} else {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: f.kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: f.kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
-	}
-	if cfg.QPS == 0 { // as ctrl.GetConfig does
-		cfg.QPS, cfg.Burst = 20, 30
-	}
+	cfg.QPS, cfg.Burst = f.kubeAPIQPS, f.kubeAPIBurst
 	return cfg, nil
 }
 

@@ -81,6 +81,8 @@ func TestControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--poll-interval", "0s"}, "--poll-interval"},
 		{[]string{"--leader-elect", "--leader-election-id", ""}, "--leader-election-id"},
 		{[]string{"--poll-interval", "soon"}, "--poll-interval"},
+		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps"},
+		{[]string{"--kube-api-burst", "-5"}, "--kube-api-burst"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append([]string{"controller", "--kubeconfig", missing, "--data-dir", t.TempDir()}, tc.args...)
