@@ -85,6 +85,13 @@ type RolloutObservations struct {
 	// PullRequests says the Repository takes pull requests, so promotion
 	// pullRequest applies.
 	PullRequests bool
+	// FirstIntent says the stored status has never recorded an intent (no
+	// traffic, no stable version, no revision): a first rollout's intent
+	// follows from the spec alone, and a reconcile that restarts from the
+	// stored status commits the same render again (a no-op in Git), so a
+	// direct commit of it does not save the intent first. That is one API
+	// write fewer for every new CR, which is what a burst of new CRs costs.
+	FirstIntent bool
 
 	// Rendered is the render of the status's intent (RolloutRender).
 	Rendered *Rendered
@@ -229,7 +236,7 @@ func (d *rollout) commit() *RolloutAction {
 	}
 	if !promotesByPullRequest(d.w) || !obs.PullRequests {
 		if obs.Commit == "" {
-			return &RolloutAction{Kind: RolloutCommit, SaveIntent: true}
+			return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent}
 		}
 		d.committed(obs.Commit)
 		return nil

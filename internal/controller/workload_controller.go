@@ -110,7 +110,8 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 // progress carries out each action it asks for, records what it saw and
 // asks again, until the decision is to wait.
 func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, error) {
-	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests()}
+	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(),
+		FirstIntent: len(w.Status.Traffic) == 0 && w.Status.StableVersion == "" && w.Status.Revision == ""}
 	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
 	var bundle *render.Bundle
 	for range maxDecisions {
