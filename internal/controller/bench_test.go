@@ -3,16 +3,20 @@ package controller_test
 import (
 	"bufio"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -110,7 +114,13 @@ func BenchmarkCreate1000Workloads(b *testing.B) {
 			b.Fatal(err)
 		}
 		// The production defaults but the workers: poll, batching, cache.
-		stop := startControllerWith(b, f.e, f.ns, controller.Options{Concurrency: workers})
+		// The manager's requests to the API server are counted by verb
+		// and resource: what a burst costs the API server, whatever the
+		// machine's speed.
+		calls := &apiCalls{}
+		cfg := rest.CopyConfig(f.e.cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return calls.wrap(rt) })
+		stop := startControllerCfg(b, cfg, f.ns, controller.Options{Concurrency: workers})
 		waitFor(b, "the Repository to be Ready", func() (bool, string) {
 			r := &scribev1.Repository{}
 			if err := f.e.c.Get(f.ctx(), client.ObjectKeyFromObject(f.repo), r); err != nil {
@@ -130,6 +140,7 @@ func BenchmarkCreate1000Workloads(b *testing.B) {
 		heapBefore := ms.HeapInuse
 		resetHWM()
 		heap := sampleHeap(100 * time.Millisecond)
+		calls.reset()
 
 		b.StartTimer()
 		start := time.Now()
@@ -174,10 +185,14 @@ func BenchmarkCreate1000Workloads(b *testing.B) {
 			writeHeapProfile(b, p)
 		}
 		commits := commitCount(b, f) - commitsBefore
+		writes, reads, byKind := calls.snapshot()
 		stop()
 
 		b.ReportMetric(elapsed.Seconds(), "s-to-committed")
 		b.ReportMetric(float64(commits), "commits")
+		b.ReportMetric(float64(writes)/float64(n), "api-writes/CR")
+		b.ReportMetric(float64(reads)/float64(n), "api-reads/CR")
+		b.Logf("API requests until all were committed: %s", byKind)
 		b.ReportMetric(peakRSS, "peak-RSS-MiB")
 		b.ReportMetric(float64(heap.inuse)/(1<<20), "peak-heap-MiB")
 		b.ReportMetric(float64(heap.live)/(1<<20), "peak-live-heap-MiB")
@@ -185,6 +200,83 @@ func BenchmarkCreate1000Workloads(b *testing.B) {
 		b.Logf("%d Workloads, workers %d (0: default): created in %s, all committed after %s in %d commits; peak RSS %.0f MiB, heap in use peak %.0f MiB, live peak %.0f MiB, %.0f MiB before and %.0f MiB after (GC'd, manager stopped: %.0f MiB)",
 			n, workers, created.Round(time.Millisecond), elapsed.Round(time.Millisecond), commits, peakRSS,
 			float64(heap.inuse)/(1<<20), float64(heap.live)/(1<<20), float64(heapBefore)/(1<<20), float64(heapAfter)/(1<<20), afterStop())
+	}
+}
+
+// apiCalls counts the requests a manager makes to the API server, by
+// method and resource (watches and the discovery calls included).
+type apiCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *apiCalls) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		c.add(req.Method + " " + resourceOf(req.URL.Path))
+		return rt.RoundTrip(req)
+	})
+}
+
+func (c *apiCalls) add(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[k]++
+}
+
+func (c *apiCalls) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n = nil
+}
+
+// snapshot returns the writes (POST, PUT, PATCH, DELETE), the reads and
+// every count by method and resource, sorted.
+func (c *apiCalls) snapshot() (writes, reads int, byKind string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.n))
+	for k, v := range c.n {
+		keys = append(keys, k)
+		if strings.HasPrefix(k, "GET ") {
+			reads += v
+		} else {
+			writes += v
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, c.n[k]))
+	}
+	return writes, reads, strings.Join(parts, ", ")
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resourceOf names the resource (and subresource) of an API path:
+// /apis/scribe.dev/v1alpha1/namespaces/ns/workloads/web/status is
+// "workloads/status".
+func resourceOf(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	if i := slices.Index(parts, "namespaces"); i >= 0 && len(parts) > i+2 {
+		parts = parts[i+2:]
+	} else if len(parts) > 0 && parts[0] == "api" && len(parts) > 2 {
+		parts = parts[2:]
+	} else if len(parts) > 3 {
+		parts = parts[3:]
+	}
+	switch len(parts) {
+	case 0:
+		return p
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
 	}
 }
 

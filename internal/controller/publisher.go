@@ -61,6 +61,9 @@ type Publisher struct {
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
+	// rootNudged is, per Repository, the commit its root applier object
+	// was last asked to reconcile at.
+	rootNudged map[string]string
 }
 
 // Target resolves the Repository ref names (or "default") in namespace;
@@ -166,9 +169,48 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sy
 	p.Metrics.ObservePublish(c.Source.Kind, sink, time.Since(start), res.Changed)
 	if res.Changed {
 		p.markCommitted(res.Commit)
-		p.Nudge(ctx, t, sync, res.SyncChanged)
+		p.nudgeAfterPush(ctx, t, sync, res)
 	}
 	return res, nil
+}
+
+// nudgeAfterPush asks the applier to reconcile the pushed commit. The
+// applier's root object (the Repository's source, or the root Argo CD
+// Application) is asked once per commit, however many CRs the commit
+// carries: a burst of 1000 new CRs batched into a few commits patches it a
+// few times, not 1000. Each CR's own applier object (its GitRepository or
+// Application, when it has one) is still asked for each CR.
+func (p *Publisher) nudgeAfterPush(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, res publish.Result) {
+	perCR := t.Input.Applier.Kind == scribev1.ApplierArgoCD || t.Input.Applier.FluxSource != nil
+	root := res.SyncChanged || !perCR
+	if root && !p.claimRootNudge(t, res.Commit) {
+		root = false
+	}
+	switch {
+	case perCR:
+		p.Nudge(ctx, t, sync, root)
+	case root:
+		p.Nudge(ctx, t, sync, true)
+	}
+}
+
+// claimRootNudge reports whether the caller is the first to nudge t's
+// root applier object for commit.
+func (p *Publisher) claimRootNudge(t *Target, commit string) bool {
+	key := t.Repo.Namespace + "/" + t.Repo.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rootNudged == nil {
+		p.rootNudged = map[string]string{}
+	}
+	if len(p.rootNudged) > 10000 {
+		p.rootNudged = map[string]string{} // bounded, as committed
+	}
+	if p.rootNudged[key] == commit {
+		return false
+	}
+	p.rootNudged[key] = commit
+	return true
 }
 
 func (p *Publisher) markCommitted(commit string) {

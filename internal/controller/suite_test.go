@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -124,11 +125,18 @@ func startController(t testing.TB, e *env, namespace string, concurrency ...int)
 // startControllerWith runs the manager with opts (DataDir is set here).
 func startControllerWith(t testing.TB, e *env, namespace string, opts controller.Options) (stop func()) {
 	t.Helper()
+	return startControllerCfg(t, e.cfg, namespace, opts)
+}
+
+// startControllerCfg runs the manager against cfg (e.cfg, or a copy that
+// counts requests).
+func startControllerCfg(t testing.TB, cfg *rest.Config, namespace string, opts controller.Options) (stop func()) {
+	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -156,7 +164,16 @@ func startControllerWith(t testing.TB, e *env, namespace string, opts controller
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			<-done
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				// Something ignores the cancellation: show what, before
+				// the manager's grace period ends in an error.
+				var buf strings.Builder
+				_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+				t.Logf("the manager has not stopped 20 s after its context was cancelled; goroutines:\n%s", buf.String())
+				<-done
+			}
 		})
 	}
 	t.Cleanup(stop)
