@@ -100,7 +100,9 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 		if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "default"}, repo); err != nil {
 			return false, err.Error()
 		}
-		return apimeta.IsStatusConditionTrue(repo.Status.Conditions, scribev1.CatalogReadyCondition), repoState(repo)
+		// The patch helper writes conditions and the rest of status in two
+		// patches: wait for both.
+		return apimeta.IsStatusConditionTrue(repo.Status.Conditions, scribev1.CatalogReadyCondition) && repo.Status.Catalog != nil, repoState(repo)
 	})
 	if st := repo.Status.Catalog; st == nil || st.Revision != revision || st.Digest != digest ||
 		!slices.Contains(st.Entries, "app/team-cache") || !slices.Contains(st.Entries, "app/demo-services") || !slices.Contains(st.Entries, "workflow/k6-http-loadgen") {
