@@ -138,6 +138,46 @@ func TestFluxNudgesTheCustomResourcesOwnSourceAndTheRootOnlyWhenItsSyncFileChang
 	}
 }
 
+// The root Application applies the sync files (the custom resources'
+// Applications and AppProjects): Scribe refreshes it only when a commit
+// changed a sync file, or the custom resource's Application is not there
+// yet.
+func TestArgoCDRefreshesTheRootApplicationOnlyWhenTheSyncFileChanged(t *testing.T) {
+	sync := scribev1.ObjectIdentity{Namespace: "team", Name: "workload-team-web"}
+	in := render.Applier{Kind: "ArgoCD", Namespace: "argocd", Name: "scribe"}
+	for _, tc := range []struct {
+		name              string
+		own, syncChanged  bool
+		wantOwn, wantRoot bool
+	}{
+		{"a changed directory", true, false, true, false},
+		{"a changed sync file", true, true, true, true},
+		{"a new custom resource, whose Application the root has not applied yet", false, true, false, true},
+		{"an Application that went missing", false, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := argoApp("argocd", "scribe")
+			own := argoApp(sync.Namespace, sync.Name)
+			objs := []client.Object{root}
+			if tc.own {
+				objs = append(objs, own)
+			}
+			c := applierClient(t, objs...)
+			if err := newApplier(c, in).Nudge(context.Background(), sync, tc.syncChanged); err != nil {
+				t.Fatal(err)
+			}
+			if got := annotations(t, c, root)[ArgoRefreshAnnotation] != ""; got != tc.wantRoot {
+				t.Errorf("root Application refreshed = %v, want %v", got, tc.wantRoot)
+			}
+			if tc.own {
+				if got := annotations(t, c, own)[ArgoRefreshAnnotation] != ""; got != tc.wantOwn {
+					t.Errorf("own Application refreshed = %v, want %v", got, tc.wantOwn)
+				}
+			}
+		})
+	}
+}
+
 func TestApplierNudgeOfAMissingObjectIsAnError(t *testing.T) {
 	for _, in := range []render.Applier{
 		{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository"},

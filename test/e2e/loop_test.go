@@ -130,11 +130,19 @@ func routeWeights(ctx context.Context, s *Stack, ns, name string) string {
 	return strings.Join(parts, ",")
 }
 
-// newLoop boots the stack, a namespace with its Repository, and Scribe.
+// newLoop boots the stack with Flux, a namespace with its Repository, and
+// Scribe.
 func newLoop(t *testing.T, ns string, opts ...controller.Options) *Stack {
 	t.Helper()
+	return newLoopWith(t, scribev1.ApplierFlux, ns, opts...)
+}
+
+// newLoopWith boots the stack with applier, a namespace with its
+// Repository, and Scribe.
+func newLoopWith(t *testing.T, applier scribev1.ApplierKind, ns string, opts ...controller.Options) *Stack {
+	t.Helper()
 	skipWithoutLoop(t)
-	s := Start(t)
+	s := StartWith(t, applier)
 	newNamespaceAndRepository(t, s, ns)
 	startScribe(t, s, opts...)
 	return s
@@ -151,7 +159,7 @@ func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
 		Spec: scribev1.RepositorySpec{
 			Git:     &scribev1.GitRepositorySpec{URL: s.RepoURL, Branch: "main", Path: SyncPath},
-			Applier: scribev1.ApplierSpec{Kind: "Flux", Namespace: "flux-system", Name: "scribe"},
+			Applier: s.ApplierSpec(),
 			Catalog: catalogRef(),
 			// The loop's catalog installs into demo-apps.
 			AllowedNamespaces: []string{"demo-apps"},
