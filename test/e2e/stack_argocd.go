@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -298,3 +302,144 @@ func appliers(t *testing.T, f func(t *testing.T, applier scribev1.ApplierKind)) 
 // waitTimeout is how long a step of the loop may take before a test gives
 // up: generous, the machine is shared.
 const waitTimeout = 3 * time.Minute
+
+// applierLog is the tail of the applier's log, for wait messages.
+func (s *Stack) applierLog(lines int) string {
+	if s.Applier == scribev1.ApplierArgoCD {
+		return s.Logs("argocd-application-controller", lines)
+	}
+	return s.Logs("source-controller", lines)
+}
+
+// argoState is one version of an Application, as a watch delivered it.
+type argoState struct {
+	rv                                               int64
+	rev, sync, health, phase, reconciledAt, finished string
+}
+
+// fresh: health computed at or after the last sync finished.
+func (a argoState) fresh() bool {
+	if a.finished == "" {
+		return a.reconciledAt != ""
+	}
+	fin, ferr := time.Parse(time.RFC3339, a.finished)
+	rec, rerr := time.Parse(time.RFC3339, a.reconciledAt)
+	return ferr == nil && rerr == nil && !rec.Before(fin)
+}
+
+// revAt is a Workload's status.revision at a resourceVersion.
+type revAt struct {
+	rv  int64
+	rev string
+}
+
+// argoRecorder watches a Workload and its Argo CD Application and keeps
+// every version of both, ordered by resourceVersion: etcd's revision,
+// global across objects, so "the Application was Healthy at commit C
+// before the Workload reported the next commit" is a comparison.
+type argoRecorder struct {
+	mu   sync.Mutex
+	apps []argoState
+	revs []revAt
+}
+
+// recordArgo starts recording the Workload ns/name and its Application
+// until the test ends.
+func recordArgo(t *testing.T, s *Stack, ns, name string) *argoRecorder {
+	t.Helper()
+	wc, err := client.NewWithWatch(s.Config, client.Options{Scheme: s.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &argoRecorder{}
+	key := s.SyncObject("workload", ns, name)
+	apps := &unstructured.UnstructuredList{}
+	apps.SetGroupVersionKind(argoGVK("ApplicationList"))
+	go watchAll(ctx, wc, apps, key, func(o runtime.Object) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		st := argoState{rv: rvOf(u)}
+		st.rev, _, _ = unstructured.NestedString(u.Object, "status", "sync", "revision")
+		st.sync, _, _ = unstructured.NestedString(u.Object, "status", "sync", "status")
+		st.health, _, _ = unstructured.NestedString(u.Object, "status", "health", "status")
+		st.phase, _, _ = unstructured.NestedString(u.Object, "status", "operationState", "phase")
+		st.reconciledAt, _, _ = unstructured.NestedString(u.Object, "status", "reconciledAt")
+		st.finished, _, _ = unstructured.NestedString(u.Object, "status", "operationState", "finishedAt")
+		r.mu.Lock()
+		r.apps = append(r.apps, st)
+		r.mu.Unlock()
+	})
+	go watchAll(ctx, wc, &scribev1.WorkloadList{}, types.NamespacedName{Namespace: ns, Name: name}, func(o runtime.Object) {
+		w, ok := o.(*scribev1.Workload)
+		if !ok {
+			return
+		}
+		r.mu.Lock()
+		if n := len(r.revs); w.Status.Revision != "" && (n == 0 || r.revs[n-1].rev != w.Status.Revision) {
+			r.revs = append(r.revs, revAt{rv: rvOf(w), rev: w.Status.Revision})
+		}
+		r.mu.Unlock()
+	})
+	return r
+}
+
+func rvOf(o metav1.Object) int64 {
+	var rv int64
+	_, _ = fmt.Sscan(o.GetResourceVersion(), &rv)
+	return rv
+}
+
+// watchAll watches the object key of list's kind, re-watching when the
+// server ends a watch, until ctx ends; f gets every version.
+func watchAll(ctx context.Context, wc client.WithWatch, list client.ObjectList, key types.NamespacedName, f func(runtime.Object)) {
+	for ctx.Err() == nil {
+		w, err := wc.Watch(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added || ev.Type == watch.Modified {
+				f(ev.Object)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// checkEachCommitHealthyBeforeTheNext fails unless, for every commit the
+// Workload reported but its last, a version of the Application synced at
+// that commit, Healthy, with its health computed after the sync finished,
+// came before the Workload reported the next commit.
+func (r *argoRecorder) checkEachCommitHealthyBeforeTheNext(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.revs) < 4 {
+		t.Fatalf("recorded %d Workload commits, want v1, three steps and the promotion", len(r.revs))
+	}
+	for i := 0; i+1 < len(r.revs); i++ {
+		c, next := r.revs[i], r.revs[i+1]
+		ok := false
+		for _, a := range r.apps {
+			if a.rv < next.rv && a.rev == c.rev && a.sync == "Synced" && a.health == "Healthy" && a.fresh() {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			var seen []string
+			for _, a := range r.apps {
+				if a.rv < next.rv && a.rev == c.rev {
+					seen = append(seen, fmt.Sprintf("%s/%s/%s reconciled %s finished %s", a.sync, a.health, a.phase, a.reconciledAt, a.finished))
+				}
+			}
+			t.Fatalf("Scribe committed %.12s before Argo CD reported %.12s Synced and freshly Healthy; Application versions at %.12s before it: %v", next.rev, c.rev, c.rev, seen)
+		}
+	}
+	t.Logf("each of %d commits was Synced and freshly Healthy in Argo CD before the next (%d Application versions recorded)", len(r.revs)-1, len(r.apps))
+}
