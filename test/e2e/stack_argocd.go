@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -442,4 +443,58 @@ func (r *argoRecorder) checkEachCommitHealthyBeforeTheNext(t *testing.T) {
 		}
 	}
 	t.Logf("each of %d commits was Synced and freshly Healthy in Argo CD before the next (%d Application versions recorded)", len(r.revs)-1, len(r.apps))
+}
+
+// syncedAt reports whether the applier applied commit for a custom
+// resource: Flux's lastAppliedRevision, or Argo CD's Application Synced at
+// commit and Healthy, with the health computed after the sync.
+func (s *Stack) syncedAt(ctx context.Context, kind, ns, name, commit string) (bool, string) {
+	if s.Applier == scribev1.ApplierArgoCD {
+		ok, state := s.ArgoApplied(ctx, s.SyncObject(kind, ns, name), commit)
+		app, err := s.ArgoApplication(ctx, s.SyncObject(kind, ns, name))
+		if err != nil {
+			return false, err.Error()
+		}
+		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
+		reconciled, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+		finished, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "finishedAt")
+		fresh := argoState{reconciledAt: reconciled, finished: finished}.fresh()
+		return ok && health == "Healthy" && fresh, state
+	}
+	applied, err := s.AppliedRevision(ctx, kind, ns, name)
+	if err != nil {
+		return false, err.Error()
+	}
+	return applied == commit, "applied " + applied
+}
+
+// logRSS logs the resident memory of every process of the loop (RESULT
+// lines for make bench-e2e).
+func logRSS(t *testing.T, s *Stack) {
+	s.mu.Lock()
+	named := make(map[string]int, len(s.named))
+	for n, c := range s.named {
+		if c.Process != nil {
+			named[n] = c.Process.Pid
+		}
+	}
+	s.mu.Unlock()
+	var parts []string
+	total := 0
+	for n, pid := range named {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb int
+				_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				total += kb
+				parts = append(parts, fmt.Sprintf("%s %d MiB", n, kb/1024))
+			}
+		}
+	}
+	sort.Strings(parts)
+	t.Logf("RESULT RSS of the loop's processes (Scribe, etcd and kube-apiserver not included): %d MiB: %s", total/1024, strings.Join(parts, ", "))
 }
