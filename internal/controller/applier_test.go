@@ -230,8 +230,9 @@ func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
 // The Target's render input carries the Repository's tenancy: its
 // serviceAccountName with Flux (Argo CD has none) and allowedNamespaces.
 func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
+	const gitURL = "http://127.0.0.1:1/acme/experiments.git"
 	repo := func(kind scribev1.ApplierKind) *scribev1.Repository {
-		return &scribev1.Repository{
+		r := &scribev1.Repository{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
 			Spec: scribev1.RepositorySpec{
 				OCI:               &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
@@ -239,15 +240,19 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 				AllowedNamespaces: []string{"cache"},
 			},
 		}
+		if kind == scribev1.ApplierArgoCD { // Argo CD reads Git, not Scribe's OCI artifact
+			r.Spec.OCI, r.Spec.Git = nil, &scribev1.GitRepositorySpec{URL: gitURL, Branch: "main", Path: "."}
+		}
+		return r
 	}
 	for _, tc := range []struct {
 		kind scribev1.ApplierKind
 		want render.Applier
 	}{
 		{"", render.Applier{Kind: "Flux", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository", ServiceAccountName: "team-applier"}},
-		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository"}},
+		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "GitRepository", RepoURL: gitURL, Revision: "main"}},
 	} {
-		r := &Resolver{Client: applierClient(t)}
+		r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
 		tg, err := r.For(context.Background(), repo(tc.kind))
 		if err != nil {
 			t.Fatal(err)
@@ -262,6 +267,30 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 		}
 		if !slices.Equal(tg.Input.AllowedNamespaces, []string{"cache"}) {
 			t.Errorf("kind %q: allowed namespaces %v, want [cache]", tc.kind, tg.Input.AllowedNamespaces)
+		}
+	}
+}
+
+// Scribe's OCI artifact is Flux's: a Repository with spec.oci applied by
+// Argo CD is refused as Invalid, naming both fields, before anything is
+// published.
+func TestResolverRefusesAnOCIRepositoryAppliedByArgoCD(t *testing.T) {
+	repo := &scribev1.Repository{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
+		Spec: scribev1.RepositorySpec{
+			OCI:     &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
+			Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe"},
+		},
+	}
+	r := &Resolver{Client: applierClient(t)}
+	_, err := r.For(context.Background(), repo)
+	var re *reasonError
+	if !errors.As(err, &re) || re.reason != string(publish.ReasonInvalid) {
+		t.Fatalf("For = %v, want an Invalid reason error", err)
+	}
+	for _, field := range []string{"spec.oci", "spec.applier.kind ArgoCD"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
 		}
 	}
 }
