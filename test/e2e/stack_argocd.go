@@ -224,7 +224,9 @@ func (s *Stack) createArgoRoot(ctx context.Context) error {
 		"project":     ArgoRootProject,
 		"source":      map[string]any{"repoURL": s.RepoURL, "targetRevision": "main", "path": SyncPath},
 		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ArgoCDNamespace},
-		"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
+		// allowEmpty: when the last custom resource goes, the sync index
+		// lists nothing, and Argo CD's automated sync must still prune.
+		"syncPolicy": map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true, "allowEmpty": true}},
 	}
 	if err := s.Client.Create(ctx, app); err != nil {
 		return fmt.Errorf("create root Application: %w", err)
