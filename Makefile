@@ -16,6 +16,8 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-li
 GO_TEST_FLAGS ?= -count=1
 # How long `make test` runs each fuzz target.
 FUZZ_TIME ?= 15s
+# make demo APPLIER=argocd walks the demo through Argo CD instead of Flux.
+APPLIER ?= flux
 
 # Upstream CRDs (tests, schemas): an offline mirror with one folder per
 # project, ../shared/crds beside the repository when it exists; otherwise the
@@ -29,13 +31,13 @@ all: build
 ##@ Main commands
 
 .PHONY: demo
-demo: ## Boot the local loop (control plane, kwok, Flux, git server, Scribe), walk a canary and an Experiment, print a summary, stop.
-	@echo "make demo: the first run builds kube-controller-manager, kube-scheduler, kwok and the Flux controllers (cached afterwards)"
-	SCRIBE_E2E=1 SCRIBE_DEMO=1 go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
+demo: ## Boot the local loop (control plane, kwok, Flux, git server, Scribe), walk a canary and an Experiment, print a summary, stop. APPLIER=argocd walks them through Argo CD.
+	@echo "make demo: the first run builds kube-controller-manager, kube-scheduler, kwok and the Flux controllers, and with APPLIER=argocd Argo CD, kustomize and a Redis server (cached afterwards)"
+	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_APPLIER=$(APPLIER) go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
 
 .PHONY: demo-up
 demo-up: ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C or `make demo-down` stops everything.
-	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_UP=1 go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./test/e2e/
+	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_UP=1 SCRIBE_DEMO_APPLIER=$(APPLIER) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./test/e2e/
 
 DEMO_PID_FILE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/scribe/demo-up.pid
 
@@ -69,9 +71,10 @@ bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR chang
 	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^TestBenchLoop(Latency|Scale)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
 
 .PHONY: loop-assets
-loop-assets: ## Build (or find cached) kube-controller-manager, kube-scheduler, kwok and the Flux controllers.
+loop-assets: ## Build (or find cached) kube-controller-manager, kube-scheduler, kwok, the Flux controllers, and Argo CD (application-controller, repo-server), kustomize and a Redis server.
 	hack/build-control-plane.sh kube-controller-manager kube-scheduler >/dev/null
 	hack/build-loop.sh >/dev/null
+	hack/build-argocd.sh >/dev/null
 
 ##@ Development
 

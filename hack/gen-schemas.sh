@@ -72,6 +72,7 @@ gen_crd source.toolkit.fluxcd.io      source.toolkit.fluxcd.io_helmrepositories.
 gen_crd kustomize.toolkit.fluxcd.io   kustomize.toolkit.fluxcd.io_kustomizations.yaml v1
 gen_crd helm.toolkit.fluxcd.io        helm.toolkit.fluxcd.io_helmreleases.yaml v2
 gen_crd argoproj.io                   application-crd.yaml v1alpha1
+gen_crd argoproj.io                   appproject-crd.yaml v1alpha1
 gen_crd argoproj.io                   argoproj.io_workflows.yaml v1alpha1
 gen_crd keda.sh                       keda.sh_scaledobjects.yaml v1alpha1
 gen_crd gateway.networking.k8s.io     gateway.networking.k8s.io_httproutes.yaml v1

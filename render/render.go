@@ -44,8 +44,9 @@ type Bundle struct {
 	Objects []scribev1.ObjectIdentity
 	// Sync identifies the applier object written to Dir + ".sync.yaml".
 	Sync scribev1.ObjectIdentity
-	// SyncSource, when set, is the custom resource's own Flux source,
-	// written to the same file before Sync (see contract.FluxGitSource).
+	// SyncSource, when set, is the custom resource's own Flux source
+	// (see contract.FluxGitSource) or Argo CD AppProject, written to the
+	// same file before Sync.
 	SyncSource *scribev1.ObjectIdentity
 	// Source is the custom resource the bundle was rendered from.
 	Source scribev1.ObjectIdentity
@@ -307,7 +308,10 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 			return nil, err
 		}
 		srcID := srcObj.id
-		if srcID.Namespace != syncID.Namespace {
+		// An Argo CD Application's AppProject lives in Argo CD's
+		// namespace, the Application in the custom resource's.
+		argoProject := srcID.Kind == "AppProject" && syncID.Kind == "Application" && syncID.Namespace == ns
+		if srcID.Namespace != syncID.Namespace && !argoProject {
 			return nil, fmt.Errorf("render %s: template %s: sync source %s/%s is not in the namespace of its %s", name, strings.ToLower(d.kind), srcID.Namespace, srcID.Name, syncID.Kind)
 		}
 		b.SyncSource = &srcID

@@ -15,8 +15,9 @@ import (
 // With Flux and a FluxSource, a custom resource's sync file holds its own
 // GitRepository, a sparse checkout of its directory on Scribe's branch
 // with Flux's credentials, and the Kustomization reads it; without one
-// (the CLI's default, an OCI repository, Argo CD) the Kustomization reads
-// the Repository's source and there is no per-CR source.
+// (the CLI's default, an OCI repository) the Kustomization reads the
+// Repository's source and there is no per-CR source. (Argo CD: see
+// argocd_test.go.)
 func TestSyncFileHoldsTheCustomResourcesOwnFluxSource(t *testing.T) {
 	e, err := render.New()
 	if err != nil {
@@ -34,10 +35,6 @@ func TestSyncFileHoldsTheCustomResourcesOwnFluxSource(t *testing.T) {
 	perCR.Path = "clusters/dev"
 	perCR.Applier.Revision = "prod"
 	perCR.Applier.FluxSource = &render.FluxGitSource{URL: "ssh://git@git.internal/acme/experiments.git", SecretRef: "deploy-key", Provider: "generic"}
-	argo := render.DefaultPublish()
-	argo.Applier.Kind = "ArgoCD"
-	argo.Applier.RepoURL, argo.Applier.Revision = "https://git.example/acme.git", "main"
-
 	for _, tc := range []struct {
 		name       string
 		pub        render.Publish
@@ -66,7 +63,6 @@ spec:
   - clusters/dev/shop/workload/checkout
   url: ssh://git@git.internal/acme/experiments.git
 `, "workload-shop-checkout"},
-		{"Argo CD", argo, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: tc.pub})

@@ -122,8 +122,11 @@ func (a *fluxApplier) Gone(ctx context.Context, sync scribev1.ObjectIdentity) (b
 	return !found && err == nil, err
 }
 
-// argoApplier: an Application per custom resource syncs and applies its
-// directory of in.RepoURL at in.Revision.
+// argoApplier: an Application per custom resource, in the custom
+// resource's namespace, syncs and applies its directory of in.RepoURL at
+// in.Revision; the root Application in.Namespace/in.Name (in Argo CD's
+// namespace) applies the sync files, which hold those Applications and
+// their AppProjects.
 type argoApplier struct {
 	client client.Client
 	in     render.Applier
@@ -133,12 +136,25 @@ func (a *argoApplier) Kind() scribev1.ApplierKind  { return scribev1.ApplierArgo
 func (a *argoApplier) RenderInput() render.Applier { return a.in }
 
 // Nudge asks Argo CD for a normal refresh of the custom resource's
-// Application.
-func (a *argoApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, _ bool) error {
+// Application, and of the root Application when the commit changed the
+// sync file (or the custom resource's Application does not exist yet):
+// the root one creates, changes or prunes it.
+func (a *argoApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, syncChanged bool) error {
 	app := application()
 	app.SetNamespace(sync.Namespace)
 	app.SetName(sync.Name)
-	return annotate(ctx, a.client, app, ArgoRefreshAnnotation, "normal")
+	err := annotate(ctx, a.client, app, ArgoRefreshAnnotation, "normal")
+	missing := apierrors.IsNotFound(err)
+	if err != nil && !missing {
+		return err
+	}
+	if !syncChanged && !missing {
+		return nil
+	}
+	root := application()
+	root.SetNamespace(a.in.Namespace)
+	root.SetName(a.in.Name)
+	return annotate(ctx, a.client, root, ArgoRefreshAnnotation, "normal")
 }
 
 func (a *argoApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error) {

@@ -138,6 +138,46 @@ func TestFluxNudgesTheCustomResourcesOwnSourceAndTheRootOnlyWhenItsSyncFileChang
 	}
 }
 
+// The root Application applies the sync files (the custom resources'
+// Applications and AppProjects): Scribe refreshes it only when a commit
+// changed a sync file, or the custom resource's Application is not there
+// yet.
+func TestArgoCDRefreshesTheRootApplicationOnlyWhenTheSyncFileChanged(t *testing.T) {
+	sync := scribev1.ObjectIdentity{Namespace: "team", Name: "workload-team-web"}
+	in := render.Applier{Kind: "ArgoCD", Namespace: "argocd", Name: "scribe"}
+	for _, tc := range []struct {
+		name              string
+		own, syncChanged  bool
+		wantOwn, wantRoot bool
+	}{
+		{"a changed directory", true, false, true, false},
+		{"a changed sync file", true, true, true, true},
+		{"a new custom resource, whose Application the root has not applied yet", false, true, false, true},
+		{"an Application that went missing", false, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := argoApp("argocd", "scribe")
+			own := argoApp(sync.Namespace, sync.Name)
+			objs := []client.Object{root}
+			if tc.own {
+				objs = append(objs, own)
+			}
+			c := applierClient(t, objs...)
+			if err := newApplier(c, in).Nudge(context.Background(), sync, tc.syncChanged); err != nil {
+				t.Fatal(err)
+			}
+			if got := annotations(t, c, root)[ArgoRefreshAnnotation] != ""; got != tc.wantRoot {
+				t.Errorf("root Application refreshed = %v, want %v", got, tc.wantRoot)
+			}
+			if tc.own {
+				if got := annotations(t, c, own)[ArgoRefreshAnnotation] != ""; got != tc.wantOwn {
+					t.Errorf("own Application refreshed = %v, want %v", got, tc.wantOwn)
+				}
+			}
+		})
+	}
+}
+
 func TestApplierNudgeOfAMissingObjectIsAnError(t *testing.T) {
 	for _, in := range []render.Applier{
 		{Kind: "Flux", Namespace: "flux-system", Name: "scribe", SourceKind: "GitRepository"},
@@ -190,8 +230,9 @@ func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
 // The Target's render input carries the Repository's tenancy: its
 // serviceAccountName with Flux (Argo CD has none) and allowedNamespaces.
 func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
+	const gitURL = "http://127.0.0.1:1/acme/experiments.git"
 	repo := func(kind scribev1.ApplierKind) *scribev1.Repository {
-		return &scribev1.Repository{
+		r := &scribev1.Repository{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
 			Spec: scribev1.RepositorySpec{
 				OCI:               &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
@@ -199,15 +240,19 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 				AllowedNamespaces: []string{"cache"},
 			},
 		}
+		if kind == scribev1.ApplierArgoCD { // Argo CD reads Git, not Scribe's OCI artifact
+			r.Spec.OCI, r.Spec.Git = nil, &scribev1.GitRepositorySpec{URL: gitURL, Branch: "main", Path: "."}
+		}
+		return r
 	}
 	for _, tc := range []struct {
 		kind scribev1.ApplierKind
 		want render.Applier
 	}{
 		{"", render.Applier{Kind: "Flux", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository", ServiceAccountName: "team-applier"}},
-		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository"}},
+		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "GitRepository", RepoURL: gitURL, Revision: "main"}},
 	} {
-		r := &Resolver{Client: applierClient(t)}
+		r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
 		tg, err := r.For(context.Background(), repo(tc.kind))
 		if err != nil {
 			t.Fatal(err)
@@ -222,6 +267,30 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 		}
 		if !slices.Equal(tg.Input.AllowedNamespaces, []string{"cache"}) {
 			t.Errorf("kind %q: allowed namespaces %v, want [cache]", tc.kind, tg.Input.AllowedNamespaces)
+		}
+	}
+}
+
+// Scribe's OCI artifact is Flux's: a Repository with spec.oci applied by
+// Argo CD is refused as Invalid, naming both fields, before anything is
+// published.
+func TestResolverRefusesAnOCIRepositoryAppliedByArgoCD(t *testing.T) {
+	repo := &scribev1.Repository{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
+		Spec: scribev1.RepositorySpec{
+			OCI:     &scribev1.OCIRepositorySpec{URL: "oci://localhost:5000/team/manifests"},
+			Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe"},
+		},
+	}
+	r := &Resolver{Client: applierClient(t)}
+	_, err := r.For(context.Background(), repo)
+	var re *reasonError
+	if !errors.As(err, &re) || re.reason != string(publish.ReasonInvalid) {
+		t.Fatalf("For = %v, want an Invalid reason error", err)
+	}
+	for _, field := range []string{"spec.oci", "spec.applier.kind ArgoCD"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
 		}
 	}
 }

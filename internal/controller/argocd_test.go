@@ -53,13 +53,13 @@ func (f *fixture) playArgoCD(t *testing.T, key types.NamespacedName, revision st
 
 func TestWorkloadWithArgoCDIgnoresHealthComputedBeforeTheSyncFinished(t *testing.T) {
 	f := newFixture(t)
-	f.repo.Spec.Applier = scribev1.ApplierSpec{Kind: "ArgoCD", Namespace: "flux-system", Name: "scribe"}
+	f.repo.Spec.Applier = scribev1.ApplierSpec{Kind: "ArgoCD", Namespace: "argocd", Name: "scribe"}
 	f.startWithRepository(t)
 	if err := f.e.c.Create(f.ctx(), workload(f.ns, "v1")); err != nil {
 		t.Fatal(err)
 	}
 	w := f.waitWorkload(t, "the first commit", func(w *scribev1.Workload) bool { return w.Status.Revision != "" })
-	key := types.NamespacedName{Namespace: "flux-system", Name: "workload-" + f.ns + "-web"}
+	key := types.NamespacedName{Namespace: f.ns, Name: "workload-" + f.ns + "-web"}
 	f.deploymentReady(t, "web-v1", true)
 	finished := time.Now().Truncate(time.Second)
 	// Healthy, but the health was computed a minute before the sync of our

@@ -216,6 +216,14 @@ func (r *Resolver) fluxSource(ctx context.Context, namespace, name string) (*ren
 // the OCI fields of render's input.
 func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t *Target, in *render.Publish) error {
 	o := repo.Spec.OCI
+	if in.Applier.Kind == scribev1.ApplierArgoCD {
+		// Scribe's OCI artifact is Flux's (a tarball layer of media type
+		// application/vnd.cncf.flux.content.v1.tar+gzip), which Argo CD's OCI
+		// sources do not read.
+		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf(
+			"repository %s/%s: spec.oci cannot be applied by spec.applier.kind ArgoCD: Scribe's OCI artifact is a Flux artifact; use spec.git with Argo CD, or spec.applier.kind Flux with spec.oci",
+			repo.Namespace, repo.Name)}
+	}
 	var cfg []byte
 	if o.SecretRef != nil {
 		s, err := r.Secret(ctx, repo.Namespace, o.SecretRef.Name)

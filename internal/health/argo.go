@@ -16,7 +16,9 @@ import (
 //  1. No operation in flight: a top-level .operation, or
 //     status.operationState.phase Running or Terminating, is Pending
 //     (OperationInProgress).
-//  2. status.conditions of type InvalidSpecError is Failed; ComparisonError
+//  2. status.conditions of type InvalidSpecError is Failed, but Pending
+//     (DestinationNotRegistered) when it says the destination cluster is
+//     not registered (a target cluster not registered yet); ComparisonError
 //     is Failed when status.sync.revision(s) is ours or empty (Argo could not
 //     resolve or render it), and Pending (RevisionNotApplied) when Argo is
 //     still comparing another revision. Message is Argo's verbatim.
@@ -36,6 +38,10 @@ import (
 //
 // The error is non-nil only when commit is empty or anc fails; the verdict is
 // then Pending.
+// argoNoClusterMessage is how Argo CD (util/argo.GetDestinationCluster)
+// says that no cluster registration has the destination's name.
+const argoNoClusterMessage = "there are no clusters with this name"
+
 func ArgoApplication(ctx context.Context, app *unstructured.Unstructured, commit string, anc Ancestry) (Verdict, error) {
 	o := content(app)
 	if o == nil {
@@ -81,6 +87,9 @@ func ArgoApplication(ctx context.Context, app *unstructured.Unstructured, commit
 	}
 	cs := conditions(st, "conditions")
 	if c := findCond(cs, "InvalidSpecError"); c != nil {
+		if strings.Contains(c.Message, argoNoClusterMessage) {
+			return pending(v, ReasonDestinationNotRegistered, c.Message), nil
+		}
 		return failed(v, ReasonInvalidSpecError, c.Message), nil
 	}
 	if c := findCond(cs, "ComparisonError"); c != nil {

@@ -207,6 +207,16 @@ func TestArgoApplication(t *testing.T) {
 				Message: "application destination server 'https://x' and namespace 'web' do not match any of the allowed destinations in project 'default'"},
 		},
 		{
+			name: "pending while the destination cluster is not registered",
+			mutate: func(o map[string]any) {
+				set(o, []any{
+					map[string]any{"type": "InvalidSpecError", "message": "application destination spec for lab-sandbox-app is invalid: there are no clusters with this name: lab-sandbox"},
+				}, "status", "conditions")
+			},
+			want: Verdict{State: Pending, Reason: ReasonDestinationNotRegistered,
+				Message: "application destination spec for lab-sandbox-app is invalid: there are no clusters with this name: lab-sandbox"},
+		},
+		{
 			name: "warning conditions do not fail",
 			mutate: func(o map[string]any) {
 				set(o, []any{map[string]any{"type": "OrphanedResourceWarning", "message": "Application has 1 orphaned resources"}}, "status", "conditions")

@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,6 +126,10 @@ func argoDelivery(v Verdict, o map[string]any) Verdict {
 	for _, c := range conditions(st, "conditions") {
 		switch c.Type {
 		case ReasonComparisonError, ReasonInvalidSpecError:
+			if strings.Contains(c.Message, argoNoClusterMessage) {
+				// A target cluster not registered with Argo CD (yet).
+				return pending(v, ReasonDestinationNotRegistered, c.Message)
+			}
 			return failed(v, c.Type, c.Message)
 		}
 	}

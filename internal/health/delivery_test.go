@@ -226,6 +226,20 @@ status:
 			want: Verdict{State: Failed, Reason: ReasonComparisonError, Message: "apps/missing: app path does not exist"},
 		},
 		{
+			name: "argo application whose target cluster is not registered is pending",
+			yaml: `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: exp-sandbox-web, namespace: lab}
+status:
+  sync: {status: Unknown}
+  health: {status: Unknown}
+  conditions:
+  - {type: InvalidSpecError, message: "there are no clusters with this name: exp-sandbox"}
+`,
+			want: Verdict{State: Pending, Reason: ReasonDestinationNotRegistered, Message: "there are no clusters with this name: exp-sandbox"},
+		},
+		{
 			name: "argo application still syncing is pending",
 			yaml: `
 apiVersion: argoproj.io/v1alpha1

@@ -96,6 +96,10 @@ const (
 	ReasonComparisonError = "ComparisonError"
 	// ReasonInvalidSpecError: the Argo CD Application spec is invalid.
 	ReasonInvalidSpecError = "InvalidSpecError"
+	// ReasonDestinationNotRegistered: the Argo CD Application's
+	// destination cluster has no Argo CD cluster registration (yet): a
+	// target cluster still being created, or one nothing registers.
+	ReasonDestinationNotRegistered = "DestinationNotRegistered"
 	// ReasonDegraded: health status Degraded.
 	ReasonDegraded = "Degraded"
 	// ReasonFailed: the object reports a failure (kstatus Failed, a failed

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -28,8 +26,9 @@ func stats(ds []time.Duration) string {
 }
 
 // changeToApplied changes the Workload n times and measures, for each, the
-// time from the CR update to Flux's lastAppliedRevision holding Scribe's
-// commit for it.
+// time from the CR update to the applier holding Scribe's commit for it:
+// Flux's lastAppliedRevision, or Argo CD's Application Synced at it and
+// Healthy, with the health computed after the sync.
 func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 	ctx := context.Background()
 	w := canaryWorkload(ns)
@@ -50,7 +49,6 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 			t.Fatal(err)
 		}
 		var commit string
-		ks := &kustomizev1.Kustomization{}
 		poll(t, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
 			w := get()
 			if w.Status.Revision != "" && w.Status.Revision != prev {
@@ -59,8 +57,7 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 			if commit == "" {
 				return false, describe(w)
 			}
-			_ = s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks)
-			return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
+			return s.syncedAt(ctx, "workload", ns, "web", commit)
 		})
 		out = append(out, time.Since(start))
 	}
@@ -86,9 +83,21 @@ func TestBenchLoopLatency(t *testing.T) {
 		m := max(n/4, 3)
 		t.Logf("RESULT CR change -> Flux lastAppliedRevision = Scribe's commit (no nudge, GitRepository interval 1m): %s", stats(changeToApplied(t, s, "bench", m)))
 	})
-	t.Run("canary-step", func(t *testing.T) {
+	t.Run("canary-step", func(t *testing.T) { benchCanarySteps(t, scribev1.ApplierFlux, n) })
+	t.Run("argocd", func(t *testing.T) {
+		s := newLoopWith(t, scribev1.ApplierArgoCD, "bench")
+		t.Logf("RESULT CR change -> Argo CD Synced at Scribe's commit and Healthy (Application refreshed): %s", stats(changeToApplied(t, s, "bench", n)))
+		logRSS(t, s)
+	})
+	t.Run("argocd-canary-step", func(t *testing.T) { benchCanarySteps(t, scribev1.ApplierArgoCD, n) })
+}
+
+// benchCanarySteps walks an n-step canary through applier and reports the
+// time from one step's commit to the next one's.
+func benchCanarySteps(t *testing.T, applier scribev1.ApplierKind, n int) {
+	{
 		ns := "steps"
-		s := newLoop(t, ns)
+		s := newLoopWith(t, applier, ns)
 		w := canaryWorkload(ns)
 		w.Spec.Rollout.Steps = nil
 		for i := 1; i <= n; i++ {
@@ -111,6 +120,6 @@ func TestBenchLoopLatency(t *testing.T) {
 			}
 			return w.Status.StableVersion == "v2", describe(w)
 		})
-		t.Logf("RESULT canary step commit -> applied -> healthy -> next commit: %s", stats(steps))
-	})
+		t.Logf("RESULT canary step commit -> applied by %s -> healthy -> next commit: %s", applier, stats(steps))
+	}
 }

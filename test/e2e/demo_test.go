@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
@@ -20,7 +19,7 @@ import (
 
 // TestDemo is `make demo`: it boots the loop, applies a Workload and a
 // hub-only Experiment, prints their progress live (phase, step, weights,
-// Scribe's commit, the revision Flux applied) until the Workload's canary
+// Scribe's commit, the revision the applier applied) until the Workload's canary
 // has reached 100% and the Experiment is Complete, and prints a summary.
 func TestDemo(t *testing.T) {
 	if os.Getenv("SCRIBE_DEMO") == "" {
@@ -28,7 +27,12 @@ func TestDemo(t *testing.T) {
 	}
 	start := time.Now()
 	ns := "demo"
-	s := newLoop(t, ns)
+	// make demo APPLIER=argocd: the same walk through Argo CD.
+	applier := scribev1.ApplierFlux
+	if strings.EqualFold(os.Getenv("SCRIBE_DEMO_APPLIER"), "argocd") {
+		applier = scribev1.ApplierArgoCD
+	}
+	s := newLoopWith(t, applier, ns)
 	ctx, stopProgress := context.WithCancel(context.Background())
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); printProgress(ctx, s, ns, "web", "gateway-tutorial") }()
@@ -55,8 +59,8 @@ func TestDemo(t *testing.T) {
 	work := t.TempDir()
 	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
 	log := publishtest.Git(t, work, "log", "--format=%h %s")
-	fmt.Printf("\nSUMMARY: the loop came up, the Workload's canary 10/50/100 was applied by Flux and promoted, and the Experiment is Complete (its component installed from the catalog repository), in %s.\nScribe's commits on %s:\n%s\n",
-		time.Since(start).Round(time.Second), RepoName, indent(log))
+	fmt.Printf("\nSUMMARY: the loop came up, the Workload's canary 10/50/100 was applied by %s and promoted, and the Experiment is Complete (its component installed from the catalog repository), in %s.\nScribe's commits on %s:\n%s\n",
+		applier, time.Since(start).Round(time.Second), RepoName, indent(log))
 	if os.Getenv("SCRIBE_DEMO_UP") != "" {
 		// make demo-up: leave the loop running for exploration, until
 		// Ctrl-C or `make demo-down` (SIGTERM to the pid in the pid file).
@@ -67,7 +71,7 @@ func TestDemo(t *testing.T) {
 		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("\nThe loop stays up. Try:\n  export KUBECONFIG=%s\n  kubectl get workloads,experiments,kustomizations -A\n"+
+		fmt.Printf("\nThe loop stays up. Try:\n  export KUBECONFIG=%s\n  kubectl get workloads,experiments,kustomizations,applications -A\n"+
 			"  kubectl apply -f fixtures/demo/workload-v2.yaml   # after adding a v3 to it: another canary\n  git clone %s\n"+
 			"Ctrl-C here, or `make demo-down` elsewhere, stops everything.\n", s.Kubeconfig, s.RepoURL)
 		select {}
@@ -99,7 +103,7 @@ func demoPIDFile() string {
 
 // printProgress prints one line whenever the Workload's or the Experiment's
 // state changes: phase, canary step and weights, Scribe's commit, and the
-// revision Flux last applied for it.
+// revision the applier last applied for it.
 func printProgress(ctx context.Context, s *Stack, ns, workload, experiment string) {
 	last := map[string]string{}
 	show := func(what, line string) {
@@ -109,12 +113,10 @@ func printProgress(ctx context.Context, s *Stack, ns, workload, experiment strin
 		}
 	}
 	applied := func(kind, name string) string {
-		ks := &kustomizev1.Kustomization{}
-		key := types.NamespacedName{Namespace: "flux-system", Name: strings.ToLower(kind) + "-" + ns + "-" + name}
-		if err := s.Client.Get(ctx, key, ks); err != nil {
+		sha, err := s.AppliedRevision(ctx, strings.ToLower(kind), ns, name)
+		if err != nil {
 			return "-"
 		}
-		_, sha, _ := strings.Cut(ks.Status.LastAppliedRevision, "sha1:")
 		return short(sha)
 	}
 	for ctx.Err() == nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -54,12 +53,16 @@ func waitExperiment(t *testing.T, s *Stack, ns, name, what string, done func(*sc
 }
 
 // TestLoopHubExperimentWalksToComplete: Scribe reads the catalog from a Flux
-// source, commits the Experiment, Flux applies it and then the component it
-// delivers (from the catalog repository), and the Experiment is Complete
-// only after both.
+// source, commits the Experiment, the applier (Flux or Argo CD) applies it
+// and then the component it delivers (from the catalog repository), and
+// the Experiment is Complete only after both.
 func TestLoopHubExperimentWalksToComplete(t *testing.T) {
+	appliers(t, testHubExperiment)
+}
+
+func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "experiment"
-	s := newLoop(t, ns)
+	s := newLoopWith(t, applier, ns)
 	ctx := context.Background()
 	exp := hubExperiment(ns, "gateway-tutorial", "demo-services")
 	if err := s.Client.Create(ctx, exp); err != nil {
@@ -74,13 +77,13 @@ func TestLoopHubExperimentWalksToComplete(t *testing.T) {
 	})
 	t.Logf("phases seen: %v", phases)
 
-	// Complete only after Flux applied Scribe's commit ...
-	ks := &kustomizev1.Kustomization{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "experiment-" + ns + "-" + exp.Name}, ks); err != nil {
+	// Complete only after the applier applied Scribe's commit ...
+	applied, err := s.AppliedRevision(ctx, "experiment", ns, exp.Name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ks.Status.LastAppliedRevision != "main@sha1:"+e.Status.Revision {
-		t.Fatalf("Complete, but Flux applied %q, not Scribe's %s", ks.Status.LastAppliedRevision, e.Status.Revision)
+	if applied != e.Status.Revision {
+		t.Fatalf("Complete, but %s applied %q, not Scribe's %s", applier, applied, e.Status.Revision)
 	}
 	// ... and installed the component from the catalog repository.
 	cm := &corev1.ConfigMap{}
@@ -91,12 +94,13 @@ func TestLoopHubExperimentWalksToComplete(t *testing.T) {
 		t.Fatalf("Complete, but the target's components are %+v", ts)
 	}
 
-	// Deleting it commits the removal; Flux prunes the sync object, whose
-	// inventory holds the component's delivery, which prunes the component.
+	// Deleting it commits the removal; the applier prunes the sync object,
+	// whose inventory holds the component's delivery, which prunes the
+	// component (with Argo CD: the Applications' resources finalizers).
 	if err := s.Client.Delete(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 3*time.Minute, "the Experiment gone and its component pruned by Flux", func() (bool, string) {
+	poll(t, 3*time.Minute, "the Experiment gone and its component pruned by "+string(applier), func() (bool, string) {
 		gone := apierrors.IsNotFound(s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, &scribev1.Experiment{}))
 		err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo-apps", Name: "demo-services"}, &corev1.ConfigMap{})
 		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; component ConfigMap: %v", gone, err)
@@ -104,11 +108,16 @@ func TestLoopHubExperimentWalksToComplete(t *testing.T) {
 }
 
 // TestLoopExperimentWithBrokenComponentPathFails: the catalog entry's path
-// does not exist in its source; Flux's kustomize-controller reports it, and
-// the Experiment ends Failed with Flux's error in its status.
+// does not exist in its source; the applier reports it (Flux's
+// kustomize-controller, Argo CD's ComparisonError), and the Experiment ends
+// Failed with the applier's own error in its status.
 func TestLoopExperimentWithBrokenComponentPathFails(t *testing.T) {
+	appliers(t, testBrokenComponentPath)
+}
+
+func testBrokenComponentPath(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "broken"
-	s := newLoop(t, ns)
+	s := newLoopWith(t, applier, ns)
 	ctx := context.Background()
 	exp := hubExperiment(ns, "bad-path", "broken-path")
 	if err := s.Client.Create(ctx, exp); err != nil {
@@ -118,13 +127,16 @@ func TestLoopExperimentWithBrokenComponentPathFails(t *testing.T) {
 		return e.Status.Phase == scribev1.ExperimentFailed
 	})
 	ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
-	const fluxErr = "kustomization path not found"
+	fluxErr := "kustomization path not found"
+	if applier == scribev1.ApplierArgoCD {
+		fluxErr = "app path does not exist"
+	}
 	if ready == nil || ready.Reason != controller.ReasonComponentFailed || !strings.Contains(ready.Message, fluxErr) {
-		t.Fatalf("Failed without Flux's error in Ready: %s", describeExperiment(e))
+		t.Fatalf("Failed without %s's error in Ready: %s", applier, describeExperiment(e))
 	}
 	if ts := e.Status.Targets; len(ts) != 1 || ts[0].Phase != scribev1.ExperimentFailed || len(ts[0].Components) != 1 ||
 		!strings.Contains(ts[0].Components[0].Message, fluxErr) {
-		t.Fatalf("the target does not carry Flux's error: %+v", ts)
+		t.Fatalf("the target does not carry %s's error: %+v", applier, ts)
 	}
 	t.Logf("Failed: %s", ready.Message)
 }

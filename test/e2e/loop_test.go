@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,11 +129,19 @@ func routeWeights(ctx context.Context, s *Stack, ns, name string) string {
 	return strings.Join(parts, ",")
 }
 
-// newLoop boots the stack, a namespace with its Repository, and Scribe.
+// newLoop boots the stack with Flux, a namespace with its Repository, and
+// Scribe.
 func newLoop(t *testing.T, ns string, opts ...controller.Options) *Stack {
 	t.Helper()
+	return newLoopWith(t, scribev1.ApplierFlux, ns, opts...)
+}
+
+// newLoopWith boots the stack with applier, a namespace with its
+// Repository, and Scribe.
+func newLoopWith(t *testing.T, applier scribev1.ApplierKind, ns string, opts ...controller.Options) *Stack {
+	t.Helper()
 	skipWithoutLoop(t)
-	s := Start(t)
+	s := StartWith(t, applier)
 	newNamespaceAndRepository(t, s, ns)
 	startScribe(t, s, opts...)
 	return s
@@ -151,7 +158,7 @@ func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
 		Spec: scribev1.RepositorySpec{
 			Git:     &scribev1.GitRepositorySpec{URL: s.RepoURL, Branch: "main", Path: SyncPath},
-			Applier: scribev1.ApplierSpec{Kind: "Flux", Namespace: "flux-system", Name: "scribe"},
+			Applier: s.ApplierSpec(),
 			Catalog: catalogRef(),
 			// The loop's catalog installs into demo-apps.
 			AllowedNamespaces: []string{"demo-apps"},
@@ -192,17 +199,30 @@ func createHealthy(t *testing.T, s *Stack, w *scribev1.Workload) func() *scribev
 		_ = s.Client.Get(ctx, key, got)
 		return got
 	}
-	poll(t, 5*time.Minute, "v1 applied by Flux and healthy", func() (bool, string) {
+	poll(t, 5*time.Minute, "v1 applied by "+string(s.Applier)+" and healthy", func() (bool, string) {
 		got := get()
-		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got) + "\n--- source-controller:\n" + s.Logs("source-controller", 6)
+		return got.Status.Phase == scribev1.WorkloadHealthy, describe(got) + "\n--- applier log:\n" + s.applierLog(6)
 	})
 	return get
 }
 
-func TestLoopWorkloadCanaryThroughRealFlux(t *testing.T) {
-	ns := "demo"
-	s := newLoop(t, ns)
-	walkCanary(t, s, canaryWorkload(ns), webV2())
+// TestLoopWorkloadCanary walks a 10/50/100 canary through the real
+// applier. With Argo CD it also proves the stale-health guard against the
+// real controller: each step's commit was Synced and Healthy, with the
+// health computed after that sync, before Scribe committed the next.
+func TestLoopWorkloadCanary(t *testing.T) {
+	appliers(t, func(t *testing.T, applier scribev1.ApplierKind) {
+		ns := "demo"
+		s := newLoopWith(t, applier, ns)
+		var rec *argoRecorder
+		if applier == scribev1.ApplierArgoCD {
+			rec = recordArgo(t, s, ns, "web")
+		}
+		walkCanary(t, s, canaryWorkload(ns), webV2())
+		if rec != nil {
+			rec.checkEachCommitHealthyBeforeTheNext(t)
+		}
+	})
 }
 
 // walkCanary creates w, waits for v1, adds v2 and follows the canary in the
@@ -229,9 +249,13 @@ func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload, v2 scribev1.Versio
 	})
 }
 
-func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollback(t *testing.T) {
+func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndTheApplierAppliesTheRollback(t *testing.T) {
+	appliers(t, testRollback)
+}
+
+func testRollback(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "rollback"
-	s := newLoop(t, ns)
+	s := newLoopWith(t, applier, ns)
 	ctx := context.Background()
 	w := canaryWorkload(ns)
 	w.Spec.Rollout.Analysis = &scribev1.Analysis{
@@ -243,7 +267,7 @@ func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollbac
 	v2 := webV2()
 	v2.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, v2) })
-	poll(t, 3*time.Minute, "step 1 applied by Flux", func() (bool, string) {
+	poll(t, 3*time.Minute, "step 1 applied by "+string(applier), func() (bool, string) {
 		r := routeWeights(ctx, s, ns, "web")
 		return r == "web-v1=90,web-v2=10", "route " + r + "; " + describe(get())
 	})
@@ -252,23 +276,26 @@ func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndFluxAppliesTheRollbac
 		return got.Status.Phase == scribev1.WorkloadRolledBack && got.Status.Revision != "", describe(got)
 	})
 	rollback := get().Status.Revision
-	ks := &kustomizev1.Kustomization{}
-	poll(t, 3*time.Minute, "Flux to apply the rollback commit", func() (bool, string) {
-		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks); err != nil {
+	poll(t, 3*time.Minute, string(applier)+" to apply the rollback commit", func() (bool, string) {
+		applied, err := s.AppliedRevision(ctx, "workload", ns, "web")
+		if err != nil {
 			return false, err.Error()
 		}
 		r := routeWeights(ctx, s, ns, "web")
-		return ks.Status.LastAppliedRevision == "main@sha1:"+rollback && r == "web-v1=100,web-v2=0",
-			"applied " + ks.Status.LastAppliedRevision + ", route " + r
+		return applied == rollback && r == "web-v1=100,web-v2=0", "applied " + applied + ", route " + r
 	})
 	if msg := get().Status.Message; !strings.Contains(msg, "available") {
 		t.Errorf("status.message %q does not name the failed check", msg)
 	}
 }
 
-func TestLoopDeletingAWorkloadPrunesItThroughFluxBeforeTheFinalizerGoes(t *testing.T) {
+func TestLoopDeletingAWorkloadPrunesItThroughTheApplierBeforeTheFinalizerGoes(t *testing.T) {
+	appliers(t, testPrune)
+}
+
+func testPrune(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "prune"
-	s := newLoop(t, ns)
+	s := newLoopWith(t, applier, ns)
 	ctx := context.Background()
 	w := canaryWorkload(ns)
 	if err := s.Client.Create(ctx, w); err != nil {
@@ -283,7 +310,8 @@ func TestLoopDeletingAWorkloadPrunesItThroughFluxBeforeTheFinalizerGoes(t *testi
 		t.Fatal(err)
 	}
 	// While the Workload still exists, its Deployment must already be gone
-	// or going: the finalizer waits for Flux's prune, never the reverse.
+	// or going: the finalizer waits for the applier's prune, never the
+	// reverse.
 	sawPruneFirst := false
 	poll(t, 3*time.Minute, "the Workload gone", func() (bool, string) {
 		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &scribev1.Workload{})
@@ -299,9 +327,8 @@ func TestLoopDeletingAWorkloadPrunesItThroughFluxBeforeTheFinalizerGoes(t *testi
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-v1"}, d); !apierrors.IsNotFound(err) && d.DeletionTimestamp.IsZero() {
 		t.Fatalf("the Deployment survived the Workload: %v", err)
 	}
-	ks := &kustomizev1.Kustomization{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks); !apierrors.IsNotFound(err) {
-		t.Fatalf("the per-CR Kustomization survived: %v", err)
+	if exists, err := s.SyncObjectExists(ctx, "workload", ns, "web"); exists || err != nil {
+		t.Fatalf("the per-CR sync object survived: %v", err)
 	}
 	t.Logf("the Deployment was seen pruned while the Workload still existed: %v", sawPruneFirst)
 }

@@ -79,8 +79,12 @@ func startScribeProcess(t *testing.T, s *Stack, bin, dataDir, logName string) *e
 }
 
 func TestLoopScribeKilledMidCanaryResumesWithoutRepeatingOrSkippingAStep(t *testing.T) {
+	appliers(t, testKilledMidCanary)
+}
+
+func testKilledMidCanary(t *testing.T, applier scribev1.ApplierKind) {
 	skipWithoutLoop(t)
-	s := Start(t)
+	s := StartWith(t, applier)
 	ns := "killed"
 	bin := scribeBinary(t)
 	newNamespaceAndRepository(t, s, ns)

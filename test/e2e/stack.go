@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
 	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
@@ -58,6 +59,10 @@ type Stack struct {
 	Registry string
 	// Dir holds logs and state.
 	Dir string
+	// Applier applies what Scribe publishes: Flux (the default) or Argo
+	// CD (stack_argocd.go). Flux's source-controller runs either way: it
+	// serves the component catalog.
+	Applier scribev1.ApplierKind
 
 	env   *envtest.Environment
 	mu    sync.Mutex // guards procs, named, metrics and given
@@ -134,10 +139,16 @@ func (s *Stack) port() (string, error) {
 	return p, nil
 }
 
-// Start boots the stack; t.Cleanup stops it.
+// Start boots the stack with Flux as the applier; t.Cleanup stops it.
 func Start(t testing.TB) *Stack {
 	t.Helper()
-	s := &Stack{Dir: t.TempDir(), logf: t.Logf}
+	return StartWith(t, scribev1.ApplierFlux)
+}
+
+// StartWith boots the stack with applier; t.Cleanup stops it.
+func StartWith(t testing.TB, applier scribev1.ApplierKind) *Stack {
+	t.Helper()
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: applier}
 	// Runs after stop and before the TempDir goes: a failed test keeps its
 	// logs (every process's, Scribe's included) for inspection.
 	t.Cleanup(func() { s.keepLogsOnFailure(t) })
@@ -303,6 +314,11 @@ func (s *Stack) start(t testing.TB) error {
 	}
 	if err := s.createCatalog(ctx, t); err != nil {
 		return err
+	}
+	if s.Applier == scribev1.ApplierArgoCD {
+		if err := s.startArgoCD(ctx); err != nil {
+			return err
+		}
 	}
 	if err := s.waitNodeLease(ctx); err != nil {
 		return err

@@ -1,0 +1,185 @@
+package render_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// argoPublish is a Repository applied by Argo CD (namespace argocd).
+func argoPublish() render.Publish {
+	p := render.DefaultPublish()
+	p.Path = "clusters/dev"
+	p.Applier.Kind = "ArgoCD"
+	p.Applier.Namespace = "argocd"
+	p.Applier.Name = "scribe"
+	p.Applier.RepoURL, p.Applier.Revision = "https://git.example/acme.git", "main"
+	return p
+}
+
+// syncDocs renders obj and returns the documents of its sync file.
+func syncDocs(t *testing.T, e *render.Engine, obj map[string]any, pub render.Publish) (*render.Bundle, []map[string]any) {
+	t.Helper()
+	b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []map[string]any
+	for _, f := range b.Files {
+		if !strings.HasSuffix(f.Path, ".sync.yaml") {
+			continue
+		}
+		for _, d := range strings.Split(string(f.Data), "\n---\n") {
+			m := map[string]any{}
+			if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, m)
+		}
+	}
+	return b, docs
+}
+
+func str(m map[string]any, path ...string) string {
+	var cur any = m
+	for _, p := range path {
+		mm, _ := cur.(map[string]any)
+		cur = mm[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+// With Argo CD a custom resource's sync file holds its own AppProject, in
+// Argo CD's namespace, then its Application, in the custom resource's own
+// namespace ("apps in any namespace"), which uses that project. The
+// project admits only Applications of that namespace, the Repository's URL
+// as source, and the namespace on the hub as destination: a team cannot
+// deploy into another team's namespace through Scribe.
+func TestArgoCDSyncFileIsTheCustomResourcesOwnAppProjectThenItsApplication(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(fixturesDir, "valid", "workload-canary-50.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render.ObjectsFromYAML(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := str(objs[0], "metadata", "namespace")
+	name := str(objs[0], "metadata", "name")
+	pub := argoPublish()
+	b, docs := syncDocs(t, e, objs[0], pub)
+	if len(docs) != 2 {
+		t.Fatalf("sync file has %d documents, want the AppProject and the Application", len(docs))
+	}
+	proj, app := docs[0], docs[1]
+	oname := "workload-" + ns + "-" + name
+	if proj["kind"] != "AppProject" || str(proj, "metadata", "namespace") != "argocd" || str(proj, "metadata", "name") != oname {
+		t.Fatalf("first document %v/%v/%v, want AppProject argocd/%s", proj["kind"], str(proj, "metadata", "namespace"), str(proj, "metadata", "name"), oname)
+	}
+	if app["kind"] != "Application" || str(app, "metadata", "namespace") != ns || str(app, "metadata", "name") != oname {
+		t.Fatalf("second document %v %v/%v, want Application %s/%s", app["kind"], str(app, "metadata", "namespace"), str(app, "metadata", "name"), ns, oname)
+	}
+	if b.Sync.Kind != "Application" || b.Sync.Namespace != ns || b.SyncSource == nil || b.SyncSource.Kind != "AppProject" || b.SyncSource.Namespace != "argocd" {
+		t.Fatalf("Sync %+v SyncSource %+v, want the Application and its AppProject", b.Sync, b.SyncSource)
+	}
+	if got := str(app, "spec", "project"); got != oname {
+		t.Errorf("Application project %q, want its own %q", got, oname)
+	}
+	if got := str(app, "spec", "source", "repoURL"); got != pub.Applier.RepoURL {
+		t.Errorf("Application repoURL %q", got)
+	}
+	if got := str(app, "spec", "source", "path"); got != "clusters/dev/"+ns+"/workload/"+name {
+		t.Errorf("Application path %q", got)
+	}
+	if got, _ := app["metadata"].(map[string]any)["finalizers"].([]any); !reflect.DeepEqual(got, []any{"resources-finalizer.argocd.argoproj.io"}) {
+		t.Errorf("Application finalizers %v: deleting it must delete what it applied", got)
+	}
+	spec := proj["spec"].(map[string]any)
+	for field, want := range map[string]any{
+		"sourceRepos":      []any{pub.Applier.RepoURL},
+		"sourceNamespaces": []any{ns},
+		"destinations":     []any{map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns}},
+	} {
+		if !reflect.DeepEqual(spec[field], want) {
+			t.Errorf("AppProject %s = %v, want %v", field, spec[field], want)
+		}
+	}
+	if w, ok := spec["clusterResourceWhitelist"]; ok {
+		t.Errorf("AppProject allows cluster-scoped kinds: %v", w)
+	}
+	if got := str(proj, "metadata", "annotations", "argocd.argoproj.io/sync-wave"); got != "-1" {
+		t.Errorf("AppProject sync-wave %q, want -1: created before its Application, pruned after it", got)
+	}
+}
+
+// An Experiment's component Applications live in its namespace and use
+// the Experiment's own AppProject, which allows exactly their sources and
+// destinations besides the Repository's: the catalog's repositories, the
+// hub namespaces the catalog installs into, and each target cluster by the
+// name its Argo CD registration gives it.
+func TestArgoCDExperimentComponentsUseTheExperimentsAppProject(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := hubExperiment("nginx-ingress", "demo-services")
+	targets := exp["spec"].(map[string]any)["targets"].([]any)
+	exp["spec"].(map[string]any)["targets"] = append(targets, map[string]any{
+		"name": "sandbox", "cluster": map[string]any{"type": "vcluster"}, "components": []any{map[string]any{"app": "demo-services"}},
+	})
+	b, docs := syncDocs(t, e, exp, argoPublish())
+	if len(docs) != 2 || docs[0]["kind"] != "AppProject" {
+		t.Fatalf("sync file: %d documents, first %v; want the AppProject and the Application", len(docs), docs[0]["kind"])
+	}
+	project := str(docs[0], "metadata", "name")
+	spec := docs[0]["spec"].(map[string]any)
+	repos := map[string]bool{}
+	for _, r := range spec["sourceRepos"].([]any) {
+		repos[r.(string)] = true
+	}
+	dests := map[string]bool{}
+	for _, d := range spec["destinations"].([]any) {
+		m := d.(map[string]any)
+		dests[str(m, "server")+str(m, "name")+"/"+str(m, "namespace")] = true
+	}
+	apps := 0
+	for _, o := range renderedObjects(t, b) {
+		if o["kind"] != "Application" || str(o, "metadata", "name") == b.Sync.Name {
+			continue
+		}
+		apps++
+		if ns := str(o, "metadata", "namespace"); ns != "lab" {
+			t.Errorf("component Application %s in namespace %q, want the Experiment's", str(o, "metadata", "name"), ns)
+		}
+		if p := str(o, "spec", "project"); p != project {
+			t.Errorf("component Application %s uses project %q, want the Experiment's %q", str(o, "metadata", "name"), p, project)
+		}
+		if u := str(o, "spec", "source", "repoURL"); !repos[u] {
+			t.Errorf("the AppProject does not allow source %q of %s: %v", u, str(o, "metadata", "name"), spec["sourceRepos"])
+		}
+		d := str(o, "spec", "destination", "server") + str(o, "spec", "destination", "name") + "/" + str(o, "spec", "destination", "namespace")
+		if !dests[d] {
+			t.Errorf("the AppProject does not allow destination %q of %s: %v", d, str(o, "metadata", "name"), spec["destinations"])
+		}
+	}
+	if apps < 3 {
+		t.Fatalf("checked %d component Applications, want the two hub components and the sandbox one", apps)
+	}
+	for _, o := range renderedObjects(t, b) {
+		if av, _ := o["apiVersion"].(string); strings.HasPrefix(av, "helm.toolkit.fluxcd.io/") || strings.HasPrefix(av, "source.toolkit.fluxcd.io/") {
+			t.Errorf("Argo CD renders a Flux %s %s", o["kind"], str(o, "metadata", "name"))
+		}
+	}
+}
