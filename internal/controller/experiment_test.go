@@ -25,6 +25,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
 	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
+	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 )
 
 // expInstallCRDs installs upstream CRDs, named "<project>/<file>" (see
@@ -948,5 +949,90 @@ func TestExperimentCompletion(t *testing.T) {
 	e = f.waitPhase(t, "timeout", scribev1.ExperimentFailed)
 	if ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); ready == nil || ready.Reason != controller.ReasonWorkflowTimeout {
 		t.Fatalf("timeout: %s", expState(e))
+	}
+}
+
+// TestExperimentPullRequestModeProposesEachStage: with a Repository that
+// takes changes by pull request, each stage is proposed, never committed
+// to the branch, and the next stage is proposed only after the previous
+// one's merge was applied and read back.
+func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
+	f := newFixture(t)
+	gh := forgetest.NewGitHub(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+	if err := f.e.c.Create(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	f.startExperimentController(t)
+	initial := f.head(t)
+	const name = "reviewed"
+	exp := hubExperiment(f.ns, name)
+	exp.Spec.Workflow = nil
+	if err := f.e.c.Create(f.ctx(), exp); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomizationName("Experiment", f.ns, name)
+	branch := "scribe/" + f.ns + "/experiment/" + name
+	waitPR := func(what string, not int) *scribev1.Experiment {
+		t.Helper()
+		var e *scribev1.Experiment
+		waitFor(t, what, func() (bool, string) {
+			e = f.experiment(t, name)
+			return e.Status.PullRequest != nil && e.Status.PullRequest.Number != not && e.Status.Revision == "", expState(e)
+		})
+		return e
+	}
+
+	// Stage 1 is proposed, not committed.
+	e := waitPR("stage 1 proposed", 0)
+	if e.Status.Stage != scribev1.StageClusters || f.head(t) != initial {
+		t.Fatalf("stage 1 not proposed, or main moved: %s", expState(e))
+	}
+	pr1 := e.Status.PullRequest.Number
+	f.holdsPhase(t, name, e.Status.Phase, time.Second)
+	merge1 := f.mergePR(t, gh, pr1, branch)
+	e = f.waitStage(t, name, scribev1.StageClusters)
+	if e.Status.Revision != merge1 {
+		t.Fatalf("stage 1 recorded as %s, want the merge %s", e.Status.Revision, merge1)
+	}
+
+	// Stage 2 only after stage 1's merge is applied.
+	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+	if e := f.experiment(t, name); e.Status.Stage != scribev1.StageClusters || len(gh.PullRequests()) != 1 {
+		t.Fatalf("stage 2 proposed before stage 1 was applied: %s", expState(e))
+	}
+	f.playFlux(t, ks, merge1, true, "", "")
+	e = waitPR("stage 2 proposed", pr1)
+	if e.Status.Stage != scribev1.StageComponents || f.head(t) != merge1 {
+		t.Fatalf("stage 2 not proposed, or main moved without a merge: %s", expState(e))
+	}
+	var body string
+	for _, pr := range gh.PullRequests() {
+		if pr.Number == e.Status.PullRequest.Number {
+			body = pr.Body
+		}
+	}
+	if !strings.Contains(body, "stage 2 (components)") || !strings.Contains(body, "target app: Ready") {
+		t.Errorf("stage 2's pull request does not say which stage and on what evidence:\n%s", body)
+	}
+	merge2 := f.mergePR(t, gh, e.Status.PullRequest.Number, branch)
+	if f.fileAt(t, merge2, "clusters/dev/"+f.ns+"/experiment/"+name+"/kustomization-"+name+"-app-demo-services.yaml") == "" {
+		t.Fatalf("stage 2's merge does not deliver the component")
+	}
+	e = f.waitStage(t, name, scribev1.StageComponents)
+	if e.Status.Revision != merge2 {
+		t.Fatalf("stage 2 recorded as %s, want the merge %s", e.Status.Revision, merge2)
+	}
+	f.playFlux(t, ks, merge2, true, "", "")
+	f.playComponent(t, name, true, "", "")
+	// Stages 3 and 4 add nothing without a workflow: already on the branch,
+	// no pull request.
+	e = f.waitPhase(t, name, scribev1.ExperimentComplete)
+	if e.Status.Stage != scribev1.StageWorkflow || e.Status.Revision != merge2 || len(gh.PullRequests()) != 2 {
+		t.Fatalf("after stage 2's merge: %s; pull requests %+v", expState(e), gh.PullRequests())
+	}
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 {
+		t.Fatalf("Scribe's commits %v, want the two proposed stages", commits)
 	}
 }
