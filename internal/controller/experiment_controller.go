@@ -166,7 +166,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 		t      *Target
 		bundle *render.Bundle
 	)
-	for range maxDecisions {
+	for range maxExperimentDecisions {
 		from := e.Status.Phase
 		st, act := DecideExperiment(&e.Spec, e.Status, obs, time.Now())
 		// A new generation is acted on by the first decision (saved with
@@ -289,7 +289,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 			return ctrl.Result{RequeueAfter: act.Requeue}, nil
 		}
 	}
-	return ctrl.Result{}, fmt.Errorf("experiment %s/%s: no decision after %d observations", e.Namespace, e.Name, maxDecisions)
+	return ctrl.Result{}, fmt.Errorf("experiment %s/%s: no decision after %d observations", e.Namespace, e.Name, maxExperimentDecisions)
 }
 
 // readRun reads one workflow run; one not created yet is not Found.

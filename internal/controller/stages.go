@@ -54,6 +54,13 @@ const (
 	ReasonStageCommitted = "StageCommitted"
 )
 
+// maxExperimentDecisions bounds the decisions of one Experiment reconcile:
+// a reconcile may walk every stage when their evidence is already in (a
+// stage with nothing new is the previous commit, applied already), four
+// decisions each (render, commit or propose, read, move on), then read the
+// runs.
+const maxExperimentDecisions = 4*scribev1.StageWorkflow + maxDecisions
+
 // stageName names commit stage n.
 func stageName(n int32) string {
 	switch n {

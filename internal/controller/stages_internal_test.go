@@ -186,14 +186,20 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 			spec: lab(), status: scribev1.ExperimentStatus{Phase: scribev1.ExperimentPending}, obs: ExperimentObservations{Rendered: rendered("d1"), RenderedStage: 2},
 			kind: ExperimentRender, fields: fields{"revision": "", "stage": "1"}},
 		{name: "committed: recorded as the stage's commit, Provisioning starts over, the old workflow forgotten, Stalled removed",
-			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonWorkflowFailed, following("Workflow", "lab-validation-old", "Failed"), func(st *scribev1.ExperimentStatus) {
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ReasonWorkflowFailed, following("Workflow", "lab-validation-old", "Failed"), func(st *scribev1.ExperimentStatus) {
 				st.Revision, st.Stage = "", 3
 				st.Stages = []scribev1.StageStatus{{Stage: 1, Commit: "a1"}, {Stage: 2, Commit: "a2"}, {Stage: 3, Commit: "a3"}, {Stage: 4, Commit: "a4"}}
 			}),
 			obs:  ExperimentObservations{Rendered: rendered("d2"), RenderedStage: 3, Commit: "c2"},
 			kind: ExperimentReadTargets, fields: fields{"phase": "Provisioning", "revision": "c2", "digest": "d2", "workflow": "", "generated": generatedAt.Path, "stages": "1=a1,2=a2,3=c2"},
 			marks:  []string{"-Stalled"},
-			events: []string{"StageCommitted: stage 3 (workflow templates) of 4 committed c2", "Provisioning: stage 3 (workflow templates) committed c2; waiting for the applier and the target clusters"}},
+			events: []string{"StageCommitted: stage 3 (workflow templates) of 4 committed c2"}},
+		{name: "committed after a failed apply: Provisioning again",
+			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonApplyFailed, func(st *scribev1.ExperimentStatus) { st.Revision, st.Stage = "", 2 }),
+			obs:  ExperimentObservations{Rendered: rendered("d2"), RenderedStage: 2, Commit: "c2"},
+			kind: ExperimentReadTargets, fields: fields{"phase": "Provisioning", "revision": "c2", "stages": "2=c2"},
+			marks:  []string{"-Stalled"},
+			events: []string{"StageCommitted: stage 2 (components) of 4 committed c2", "Provisioning: stage 2 (components) committed c2; waiting for the applier and the target clusters"}},
 		{name: "restarted after the push, before the commit was recorded: the same bundle is published again",
 			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), func(st *scribev1.ExperimentStatus) { st.Revision = "" }),
 			obs:  ExperimentObservations{Rendered: rendered("d1"), RenderedStage: 2},
@@ -424,7 +430,7 @@ func TestDecideExperimentWalksANewExperimentToCompleteOneObservationAtATime(t *t
 	var got []string
 	reconcile := func() {
 		obs := ExperimentObservations{Poll: poll}
-		for range maxDecisions {
+		for range maxExperimentDecisions {
 			var act ExperimentAction
 			st, act = DecideExperiment(spec, st, obs, t0)
 			got = append(got, string(act.Kind))
@@ -448,7 +454,7 @@ func TestDecideExperimentWalksANewExperimentToCompleteOneObservationAtATime(t *t
 				return
 			}
 		}
-		t.Fatalf("no wait after %d decisions: %v", maxDecisions, got)
+		t.Fatalf("no wait after %d decisions: %v", maxExperimentDecisions, got)
 	}
 	reconcile() // Pending → stage 1 … stage 4 committed, each on its read-back → Ready
 	reconcile() // Ready → Complete
