@@ -45,7 +45,7 @@ func expInstallCRDs(t *testing.T, f *fixture, crds ...string) {
 		}
 		paths = append(paths, files[i])
 	}
-	if _, err := envtest.InstallCRDs(f.e.cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(f.e.cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}); err != nil {
 		t.Fatalf("install CRDs %v: %v", crds, err)
 	}
 }

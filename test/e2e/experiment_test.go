@@ -156,7 +156,7 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 			argo = append(argo, f)
 		}
 	}
-	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Paths: argo, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Paths: argo, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}); err != nil {
 		t.Fatalf("install Argo Workflows CRDs: %v", err)
 	}
 	exp := hubExperiment(ns, "gateway-staged", "demo-services")
