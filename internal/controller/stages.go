@@ -250,8 +250,9 @@ func finished(st scribev1.ExperimentStatus) bool {
 
 // intend sets the stage to commit: the first one for a new Experiment; for
 // a new generation whose runs were committed, the workflow templates
-// again, so that new runs wait for new evidence. Idempotent: the
-// reconciler asks again after every action.
+// again, so that new runs wait for new evidence. The reconciler passes a
+// new generation to the first decision of a reconcile only: its intent is
+// saved with the observed generation.
 func (d *stage) intend() {
 	st := d.st
 	switch {
