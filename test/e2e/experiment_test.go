@@ -178,7 +178,7 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 	}
 	seen := map[int32]string{}
 	var violations []string
-	e := waitExperiment(t, s, ns, exp.Name, "the Experiment Ready at stage 4", func(e *scribev1.Experiment) bool {
+	walked := func(e *scribev1.Experiment) bool {
 		if e.Status.Revision != "" && seen[e.Status.Stage] == "" {
 			seen[e.Status.Stage] = e.Status.Revision
 			if e.Status.Stage > scribev1.StageClusters {
@@ -194,6 +194,13 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 			}
 		}
 		return e.Status.Stage == scribev1.StageWorkflow && e.Status.Phase == scribev1.ExperimentReady
+	}
+	e := &scribev1.Experiment{}
+	poll(t, 6*time.Minute, "the Experiment Ready at stage 4", func() (bool, string) {
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
+			return false, err.Error()
+		}
+		return walked(e), fmt.Sprintf("stage %d: %s", e.Status.Stage, describeExperiment(e))
 	})
 	if len(violations) > 0 {
 		t.Fatal(strings.Join(violations, "\n"))
