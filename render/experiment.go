@@ -30,6 +30,14 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 	}
 	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish.AllowedNamespaces)
 	errs = append(errs, checkPublish(in.Publish)...)
+	switch {
+	case in.Stage == 0:
+		input.Stage = scribev1.StageWorkflow
+	case in.Stage < scribev1.StageClusters || in.Stage > scribev1.StageWorkflow:
+		errs = append(errs, FieldError{Path: "stage", Message: fmt.Sprintf("an Experiment has commit stages %d (clusters) to %d (workflow runs), not %d", scribev1.StageClusters, scribev1.StageWorkflow, in.Stage)})
+	default:
+		input.Stage = in.Stage
+	}
 	if len(errs) > 0 {
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}

@@ -29,6 +29,9 @@ type Input struct {
 	Publish Publish `json:"publish"`
 	// Resolved holds values looked up in the cluster before the render.
 	Resolved Resolved `json:"resolved"`
+	// Stage is the commit stage of an Experiment to render, 1 to 4; 0
+	// renders its final tree. A Workload has no stages.
+	Stage int32 `json:"stage,omitempty"`
 }
 
 // WorkloadInput is one Workload render.
@@ -57,6 +60,9 @@ type ExperimentInput struct {
 	Publish Publish
 	// Resolved holds cluster facts the controller looked up.
 	Resolved Resolved
+	// Stage is the commit stage to render, 1 to 4 (see
+	// v1alpha1.ExperimentStatus.Stage); 0 renders the final tree (stage 4).
+	Stage int32
 }
 
 // Publish says where a bundle is published and which applier applies it

@@ -32,6 +32,12 @@ func readBackSummary(rb contract.ReadBack) string {
 			fmt.Fprintf(&b, "  component %s: %s\n", c.Name, ref(c.Delivery))
 		}
 	}
+	for _, c := range rb.Templates {
+		fmt.Fprintf(&b, "template %s: %s\n", c.Name, ref(c.Delivery))
+	}
+	for i := range rb.Runs {
+		fmt.Fprintf(&b, "run %s/%s: %s\n", rb.Runs[i].Target, rb.Runs[i].Component, ref(&rb.Runs[i].Workflow))
+	}
 	fmt.Fprintf(&b, "workflow: %s\n", ref(rb.Workflow))
 	return b.String()
 }
@@ -77,6 +83,15 @@ func TestReadBackNamesTheRenderedObjectsTheControllerFollows(t *testing.T) {
 				}
 			}
 			inBundle("workflow", rb.Workflow)
+			for _, c := range rb.Templates {
+				if c.Delivery == nil {
+					t.Errorf("workflow template %s has no delivery", c.Name)
+				}
+				inBundle("delivery", c.Delivery)
+			}
+			for i := range rb.Runs {
+				inBundle("workflow", &rb.Runs[i].Workflow)
+			}
 
 			golden := filepath.Join("testdata", "readback", name+".txt")
 			got := readBackSummary(rb)

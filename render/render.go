@@ -81,7 +81,7 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	case *scribev1.Workload:
 		return e.renderWorkload(d, WorkloadInput{Workload: o, Traffic: o.Status.Traffic, Stable: o.Status.StableVersion, Publish: in.Publish}, "status.traffic")
 	case *scribev1.Experiment:
-		return e.renderExperiment(d, ExperimentInput{Experiment: o, Publish: in.Publish, Resolved: in.Resolved})
+		return e.renderExperiment(d, ExperimentInput{Experiment: o, Publish: in.Publish, Resolved: in.Resolved, Stage: in.Stage})
 	}
 	return nil, fmt.Errorf("render %s: no template for %T", d.name, d.typed)
 }
@@ -632,6 +632,12 @@ func readBackOf(filled cue.Value, sync scribev1.ObjectIdentity, byKey map[string
 		}
 	}
 	fill("readBack.workflow", rb.Workflow)
+	for i := range rb.Templates {
+		fill(fmt.Sprintf("readBack.templates[%d].delivery", i), rb.Templates[i].Delivery)
+	}
+	for i := range rb.Runs {
+		fill(fmt.Sprintf("readBack.runs[%d].workflow", i), &rb.Runs[i].Workflow)
+	}
 	return rb, errors.Join(errs...)
 }
 

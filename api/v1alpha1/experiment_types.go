@@ -368,6 +368,12 @@ type WorkflowStatus struct {
 	// Message reported by the workflow engine.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Target and Component name the workflow component a run of
+	// status.runs belongs to.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// +optional
+	Component string `json:"component,omitempty"`
 }
 
 // ExperimentStatus is the observed state of an Experiment.
@@ -387,6 +393,62 @@ type ExperimentStatus struct {
 	// Workflow is the state of the validation workflow.
 	// +optional
 	Workflow *WorkflowStatus `json:"workflow,omitempty"`
+
+	// Stage is the commit stage the Experiment is at: 1 clusters, 2
+	// components and observability, 3 the workflow templates' deliveries,
+	// 4 the workflow runs. Each stage is its own commit, made only once
+	// the previous one's evidence was read back. While status.revision is
+	// empty the stage is intended and its commit is being made.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4
+	// +optional
+	Stage int32 `json:"stage,omitempty"`
+
+	// Stages records the commit that carried each stage, in order.
+	// +listType=map
+	// +listMapKey=stage
+	// +optional
+	Stages []StageStatus `json:"stages,omitempty"`
+
+	// Templates are the deliveries of the workflow templates (the
+	// validation workflow's and each workflow component's), as their
+	// applier reports them.
+	// +optional
+	Templates []ComponentStatus `json:"templates,omitempty"`
+
+	// Runs are the Workflows of the workflow components (load generators),
+	// as Argo Workflows reports them.
+	// +optional
+	Runs []WorkflowStatus `json:"runs,omitempty"`
+
+	// PullRequest is the pull request that proposes the current stage,
+	// when the Repository takes changes by pull request.
+	// +optional
+	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
+}
+
+// Experiment commit stages.
+const (
+	// StageClusters: the target clusters.
+	StageClusters int32 = 1
+	// StageComponents: every target's components and observability wiring.
+	StageComponents int32 = 2
+	// StageWorkflowTemplates: the deliveries of the workflow templates.
+	StageWorkflowTemplates int32 = 3
+	// StageWorkflow: the workflow runs (Argo Workflows or the Testkube
+	// execution); the final tree.
+	StageWorkflow int32 = 4
+)
+
+// StageStatus is the commit that carried one stage.
+type StageStatus struct {
+	// Stage number, 1 to 4.
+	Stage int32 `json:"stage"`
+	// Commit that carries the stage's render.
+	Commit string `json:"commit"`
+	// CommittedAt is when Scribe recorded the commit.
+	// +optional
+	CommittedAt *metav1.Time `json:"committedAt,omitempty"`
 }
 
 // Experiment describes clusters, the apps delivered to them and a validation
@@ -396,6 +458,7 @@ type ExperimentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=exp
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Stage",type=integer,JSONPath=`.status.stage`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1

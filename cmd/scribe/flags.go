@@ -36,6 +36,7 @@ type renderFlags struct {
 	fluxSecret     string
 	serviceAccount string
 	allowedNS      []string
+	stage          int32
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -54,6 +55,7 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.serviceAccount, "service-account", "", "Flux: service account every rendered Kustomization and HelmRelease applied on the hub runs as (a Repository's spec.applier.serviceAccountName)")
 	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	fl.Int32Var(&f.stage, "stage", 0, "render each Experiment's commit stage N as the controller commits it: 1 clusters, 2 components, 3 workflow templates, 4 workflow runs (default: the final tree); Workloads have no stages")
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -154,7 +156,7 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 				if ctx.Err() != nil {
 					continue
 				}
-				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
+				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}, Stage: f.stage})
 			}
 		})
 	}

@@ -68,15 +68,14 @@ const (
 	OTELEndpointKey = "endpoint"
 )
 
-// ExperimentReconciler renders Experiments into one commit and walks their
-// phases Pending → Provisioning → Ready → Running → Complete | Failed, each
-// entered only on what it reads back: the applier's verdict on the commit,
-// each target cluster's own status and kubeconfig Secret, then the
-// validation workflow's status. It never writes any of those objects.
-//
-// The render yields clusters, component deliveries and the workflow in one
-// bundle, so there is exactly one commit per rendered state; the phases
-// follow what the cluster reports, not a sequence of commits.
+// ExperimentReconciler commits Experiments in stages and walks their
+// phases Pending → Provisioning → Ready → Running → Complete | Failed.
+// Each stage is its own commit (or pull request), made only on what was
+// read back of the previous one: 1 the clusters; 2 the components, once
+// every cluster is ready; 3 the workflow templates' deliveries, once every
+// target is; 4 the runs, once every template is delivered. Then the runs'
+// status completes or fails it. It never writes any of the objects it
+// reads back.
 type ExperimentReconciler struct {
 	Publisher *Publisher
 	Events    events.EventRecorder
@@ -162,50 +161,94 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 // it saw and asks again, until the decision is to wait.
 func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experiment, patcher *patch.SerialPatcher, newGeneration bool) (ctrl.Result, error) {
 	obs := ExperimentObservations{Poll: r.Poll, NewGeneration: newGeneration, CompleteRequested: completeRequested(e)}
+	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.ExperimentKind, Namespace: e.Namespace, Name: e.Name}
 	var (
 		t      *Target
 		bundle *render.Bundle
 	)
-	for range maxDecisions {
+	for range maxExperimentDecisions {
 		from := e.Status.Phase
 		st, act := DecideExperiment(&e.Spec, e.Status, obs, time.Now())
+		// A new generation is acted on by the first decision (saved with
+		// the intent it makes).
+		obs.NewGeneration = false
 		e.Status = st
 		for _, ev := range act.Events {
-			log.FromContext(ctx).Info("phase", "from", from, "to", ev.Reason, "revision", st.Revision, "message", ev.Message)
-			from = scribev1.ExperimentPhase(ev.Reason)
+			if ev.Reason == ReasonStageCommitted || strings.HasPrefix(ev.Reason, "PullRequest") {
+				log.FromContext(ctx).Info("stage", "stage", st.Stage, "revision", st.Revision, "message", ev.Message)
+			} else {
+				log.FromContext(ctx).Info("phase", "from", from, "to", ev.Reason, "stage", st.Stage, "revision", st.Revision, "message", ev.Message)
+				from = scribev1.ExperimentPhase(ev.Reason)
+			}
 			r.event(e, ev.Type, ev.Reason, "%s", ev.Message)
 		}
 		applyMarks(e, act.Marks)
 		if act.SaveIntent {
 			if err := r.patch(ctx, patcher, e); err != nil {
-				return ctrl.Result{}, err
+				return ctrl.Result{}, fmt.Errorf("save the intent of experiment %s/%s: %w", e.Namespace, e.Name, err)
 			}
 		}
 		switch act.Kind {
 		case ExperimentRender:
 			var err error
-			if t, err = r.Publisher.Target(ctx, e.Namespace, e.Spec.RepositoryRef, true); err != nil {
-				return r.fail(e, err)
-			}
-			if t.Engine, err = r.Publisher.EngineFor(ctx, t); err != nil {
-				return r.fail(e, err)
+			if t == nil {
+				if t, err = r.Publisher.Target(ctx, e.Namespace, e.Spec.RepositoryRef, true); err != nil {
+					return r.fail(e, err)
+				}
+				if t.Engine, err = r.Publisher.EngineFor(ctx, t); err != nil {
+					return r.fail(e, err)
+				}
 			}
 			resolved, err := r.resolve(ctx, e)
 			if err != nil {
 				return r.fail(e, &reasonError{reason: ReasonResolveFailed, err: err})
 			}
-			if bundle, err = r.render(ctx, e, t, resolved); err != nil {
+			if bundle, err = r.render(ctx, e, t, resolved, st.Stage); err != nil {
 				return r.fail(e, err)
 			}
-			obs.Rendered = &Rendered{Digest: bundle.Digest, Generated: generated(t, bundle)}
-			obs.Workflow = workflowOf(bundle)
+			// What follows a render is observed afresh.
+			obs = ExperimentObservations{
+				Poll: obs.Poll, CompleteRequested: obs.CompleteRequested, PullRequests: t.PullRequests(),
+				Rendered: &Rendered{Digest: bundle.Digest, Generated: generated(t, bundle)}, RenderedStage: st.Stage,
+				Workflow: workflowOf(bundle), Runs: runsOf(bundle),
+			}
 		case ExperimentCommit:
-			res, err := r.Publisher.Publish(ctx, t, publish.ChangeFor(bundle), bundle.Sync)
+			res, err := r.Publisher.Publish(ctx, t, r.change(e, bundle), bundle.Sync)
 			if err != nil {
 				return r.fail(e, err)
 			}
 			obs.Commit = res.Commit
-			log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "digest", bundle.Digest)
+			log.FromContext(ctx).Info("published", "stage", st.Stage, "revision", res.Revision, "changed", res.Changed, "digest", bundle.Digest)
+		case ExperimentPropose:
+			prop, err := r.Publisher.Propose(ctx, t, r.change(e, bundle), stageEvidence(e))
+			if err != nil {
+				return r.fail(e, err)
+			}
+			p := &Proposed{UpToDate: prop.UpToDate}
+			if prop.UpToDate {
+				if p.Base, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+					return r.fail(e, err)
+				}
+			} else {
+				p.PullRequest = scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
+			}
+			obs.Proposed = p
+		case ExperimentReadPullRequest:
+			prop, err := r.Publisher.ProposalStatus(ctx, t, src, st.PullRequest.Head)
+			if err != nil {
+				return r.fail(e, err)
+			}
+			pr := &PullRequestState{State: string(prop.PullRequest.State), Merged: prop.Merged, Revision: prop.MergeCommit, MergedBy: prop.MergedBy}
+			if prop.Merged {
+				if pr.Revision == "" {
+					if pr.Revision, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+						return r.fail(e, err)
+					}
+				}
+				// A merge may carry a new sync file too.
+				r.Publisher.Nudge(ctx, t, bundle.Sync, true)
+			}
+			obs.PullRequest = pr
 		case ExperimentReadTargets:
 			verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
 			if err != nil {
@@ -215,22 +258,89 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 			if err != nil {
 				return ctrl.Result{}, err
 			}
-			obs.Targets = &TargetsReadBack{Applier: verdict, Targets: targets}
-		case ExperimentReadWorkflow:
-			u, err := r.get(ctx, *obs.Workflow)
-			if err != nil {
+			rb := &TargetsReadBack{Applier: verdict, Targets: targets}
+			if verdict.State == health.Healthy {
+				r.Publisher.ObserveApplied(scribev1.ExperimentKind, st.Revision)
+			}
+			var failed string
+			if rb.Templates, failed, _, err = r.deliveries(ctx, bundle.ReadBack.Templates); err != nil {
 				return ctrl.Result{}, err
 			}
-			run := &WorkflowRun{}
-			if u != nil {
-				run = &WorkflowRun{Found: true, Verdict: health.Object(u), Phase: enginePhase(u), Created: u.GetCreationTimestamp().Time}
+			rb.TemplatesFailed = failed != ""
+			obs.Targets = rb
+		case ExperimentReadWorkflow:
+			obs.Run = &WorkflowRun{}
+			if obs.Workflow != nil {
+				run, err := r.readRun(ctx, *obs.Workflow)
+				if err != nil {
+					return ctrl.Result{}, err
+				}
+				obs.Run = run
 			}
-			obs.Run = run
+			obs.ComponentRuns = make([]WorkflowRun, len(obs.Runs))
+			for i, ref := range obs.Runs {
+				cr, err := r.readRun(ctx, ref.ID)
+				if err != nil {
+					return ctrl.Result{}, err
+				}
+				obs.ComponentRuns[i] = *cr
+			}
 		default:
 			return ctrl.Result{RequeueAfter: act.Requeue}, nil
 		}
 	}
-	return ctrl.Result{}, fmt.Errorf("experiment %s/%s: no decision after %d observations", e.Namespace, e.Name, maxDecisions)
+	return ctrl.Result{}, fmt.Errorf("experiment %s/%s: no decision after %d observations", e.Namespace, e.Name, maxExperimentDecisions)
+}
+
+// readRun reads one workflow run; one not created yet is not Found.
+func (r *ExperimentReconciler) readRun(ctx context.Context, id scribev1.ObjectIdentity) (*WorkflowRun, error) {
+	u, err := r.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if u == nil {
+		return &WorkflowRun{}, nil
+	}
+	return &WorkflowRun{Found: true, Verdict: health.Object(u), Phase: enginePhase(u), Created: u.GetCreationTimestamp().Time}, nil
+}
+
+// change is the commit of the Experiment's current stage: its message
+// says which stage and on what evidence.
+func (r *ExperimentReconciler) change(e *scribev1.Experiment, bundle *render.Bundle) publish.Change {
+	c := publish.ChangeFor(bundle)
+	c.Reason = stageEvidence(e)
+	return c
+}
+
+// stageEvidence says which stage a commit carries and what the previous
+// stage showed.
+func stageEvidence(e *scribev1.Experiment) string {
+	st := e.Status
+	if st.Stage <= scribev1.StageClusters {
+		return fmt.Sprintf("Experiment %s of 4: the target clusters.", stageName(st.Stage))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Experiment %s of 4, on the evidence of %s:", stageName(st.Stage), stageName(st.Stage-1))
+	for _, ts := range st.Targets {
+		fmt.Fprintf(&b, "\n- target %s: %s", ts.Name, ts.Phase)
+		if ts.Message != "" {
+			fmt.Fprintf(&b, " (%s)", ts.Message)
+		}
+	}
+	for _, c := range st.Templates {
+		fmt.Fprintf(&b, "\n- workflow template %s: ready=%t", c.Name, c.Ready)
+	}
+	return b.String()
+}
+
+// runsOf are the workflow components' Workflows the render's read-back
+// names.
+func runsOf(b *render.Bundle) []ComponentRunRef {
+	out := make([]ComponentRunRef, 0, len(b.ReadBack.Runs))
+	for _, rr := range b.ReadBack.Runs {
+		out = append(out, ComponentRunRef{Target: rr.Target, Component: rr.Component, ID: rr.Workflow.Identity()})
+	}
+	return out
 }
 
 // patch writes metadata and status now, owning Scribe's conditions.
@@ -360,42 +470,63 @@ func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experime
 // read-back names them. The first failed one fails the target with the
 // applier's message; while any is pending, the target's message says which.
 func (r *ExperimentReconciler) components(ctx context.Context, rb contract.TargetReadBack, ts *scribev1.TargetStatus) error {
-	ts.Components = nil
-	var pending []string
-	for _, c := range rb.Components {
+	statuses, failed, pending, err := r.deliveries(ctx, rb.Components)
+	if err != nil {
+		return err
+	}
+	ts.Components = statuses
+	switch {
+	case failed != "":
+		ts.Phase, ts.Message = scribev1.ExperimentFailed, failed
+	case len(pending) > 0:
+		ts.Message = fmt.Sprintf("%s; waiting for components %s", ts.Message, strings.Join(pending, ", "))
+	}
+	return nil
+}
+
+// deliveries reads back the applier objects that deliver components (a
+// target's, or the workflow templates): their statuses, the first
+// failure ("component <name>: <delivery>: <message>"), and those pending
+// as "<name> (<reason>)".
+func (r *ExperimentReconciler) deliveries(ctx context.Context, comps []contract.ComponentReadBack) ([]scribev1.ComponentStatus, string, []string, error) {
+	var (
+		out     []scribev1.ComponentStatus
+		failed  string
+		pending []string
+	)
+	for _, c := range comps {
 		cs := scribev1.ComponentStatus{Name: c.Name}
 		if c.Delivery == nil {
 			cs.Message = "the render has no delivery for this component"
-			ts.Components = append(ts.Components, cs)
-			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s", c.Name, cs.Message)
+			out = append(out, cs)
+			if failed == "" {
+				failed = fmt.Sprintf("component %s: %s", c.Name, cs.Message)
+			}
 			continue
 		}
 		id := c.Delivery.Identity()
 		cs.Delivery = subjectOf(id)
 		u, err := r.get(ctx, id)
 		if err != nil {
-			return err
+			return nil, "", nil, err
 		}
 		var src *unstructured.Unstructured
 		if u != nil && id.Kind == "Kustomization" {
 			if src, err = r.source(ctx, u); err != nil {
-				return err
+				return nil, "", nil, err
 			}
 		}
 		v := health.Delivery(u, src)
 		cs.Ready, cs.Message = v.State == health.Healthy, v.Message
-		ts.Components = append(ts.Components, cs)
+		out = append(out, cs)
 		switch {
-		case v.State == health.Failed && ts.Phase != scribev1.ExperimentFailed:
-			ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("component %s: %s: %s", c.Name, cs.Delivery, v.Message)
+		case v.State == health.Failed && failed == "":
+			failed = fmt.Sprintf("component %s: %s: %s", c.Name, cs.Delivery, v.Message)
 		case v.State == health.Pending:
 			pending = append(pending, fmt.Sprintf("%s (%s)", c.Name, v.Reason))
 		}
 	}
-	if ts.Phase != scribev1.ExperimentFailed && len(pending) > 0 {
-		ts.Message = fmt.Sprintf("%s; waiting for components %s", ts.Message, strings.Join(pending, ", "))
-	}
-	return nil
+	return out, failed, pending, nil
 }
 
 // componentsReady reports that every component of the target is Ready.
@@ -512,8 +643,8 @@ func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experime
 	return res, nil
 }
 
-func (r *ExperimentReconciler) render(ctx context.Context, e *scribev1.Experiment, t *Target, resolved render.Resolved) (*render.Bundle, error) {
-	b, err := r.Publisher.RenderExperiment(ctx, t, render.ExperimentInput{Experiment: e, Resolved: resolved})
+func (r *ExperimentReconciler) render(ctx context.Context, e *scribev1.Experiment, t *Target, resolved render.Resolved, stage int32) (*render.Bundle, error) {
+	b, err := r.Publisher.RenderExperiment(ctx, t, render.ExperimentInput{Experiment: e, Resolved: resolved, Stage: stage})
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}

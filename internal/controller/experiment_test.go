@@ -25,6 +25,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
 	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
+	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 )
 
 // expInstallCRDs installs upstream CRDs, named "<project>/<file>" (see
@@ -44,7 +45,7 @@ func expInstallCRDs(t *testing.T, f *fixture, crds ...string) {
 		}
 		paths = append(paths, files[i])
 	}
-	if _, err := envtest.InstallCRDs(f.e.cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(f.e.cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}); err != nil {
 		t.Fatalf("install CRDs %v: %v", crds, err)
 	}
 }
@@ -168,12 +169,35 @@ func (f *fixture) playArgo(t *testing.T, id scribev1.ObjectIdentity, phase, mess
 
 // playComponent does what Flux does with the Kustomization that delivers
 // the hub Experiment's demo-services component: it exists, and reports
-// Ready (ready) or Ready=False with reason and message. The source it reads
-// is a GitRepository that is Ready with an artifact.
+// Ready (ready) or Ready=False with reason and message.
 func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, message string) {
 	t.Helper()
+	f.playDelivery(t, exp+"-app-demo-services", map[string]string{
+		"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/target": "app", "scribe.dev/component": "demo-services"},
+		"./apps/demo-services", ready, reason, message)
+}
+
+// playTemplate does what Flux does with the Kustomization that delivers the
+// workflow template comp (the hub Experiment's validation workflow, or a
+// workflow component of target).
+func (f *fixture) playTemplate(t *testing.T, exp, target, comp string, ready bool, reason, message string) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/component": comp}
+	name := exp + "-" + comp
+	if target != "" {
+		labels["scribe.dev/target"] = target
+		name = exp + "-" + target + "-" + comp
+	}
+	f.playDelivery(t, name, labels, "./workflows/"+comp, ready, reason, message)
+}
+
+// playDelivery does what Flux does with a Kustomization that delivers a
+// catalog entry: it exists with the labels render gives it, and reports
+// Ready (ready) or Ready=False with reason and message. The source it
+// reads is a GitRepository that is Ready with an artifact.
+func (f *fixture) playDelivery(t *testing.T, name string, labels map[string]string, path string, ready bool, reason, message string) {
+	t.Helper()
 	ctx := f.ctx()
-	name := exp + "-app-demo-services"
 	src := &sourcev1.GitRepository{}
 	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, src); apierrors.IsNotFound(err) {
 		src = &sourcev1.GitRepository{
@@ -197,11 +221,9 @@ func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, me
 	ks := &kustomizev1.Kustomization{}
 	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, ks); apierrors.IsNotFound(err) {
 		ks = &kustomizev1.Kustomization{
-			// The labels render gives a component's delivery.
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{
-				"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/target": "app", "scribe.dev/component": "demo-services"}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: labels},
 			Spec: kustomizev1.KustomizationSpec{
-				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./apps/demo-services", Prune: true, Wait: true,
+				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: path, Prune: true, Wait: true,
 				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: name},
 			},
 		}
@@ -224,12 +246,47 @@ func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, me
 	}
 }
 
-// playExperimentApplied plays Flux applying commit for the Experiment and
-// installing its component.
-func (f *fixture) playExperimentApplied(t *testing.T, exp, commit string) {
+// waitStage waits for stage n's commit to be recorded and returns the
+// Experiment as it was then.
+func (f *fixture) waitStage(t *testing.T, name string, n int32) *scribev1.Experiment {
 	t.Helper()
-	f.playFlux(t, kustomizationName("Experiment", f.ns, exp), commit, true, "", "")
-	f.playComponent(t, exp, true, "", "")
+	var e *scribev1.Experiment
+	waitFor(t, fmt.Sprintf("experiment %s: stage %d committed", name, n), func() (bool, string) {
+		e = f.experiment(t, name)
+		return e.Status.Stage == n && e.Status.Revision != "" && e.Status.ObservedGeneration == e.Generation, expState(e)
+	})
+	return e
+}
+
+// applyStage waits for stage n's commit and plays Flux applying it and
+// installing what it adds of the hub Experiment: the demo-services
+// component (stage 2) and the validation workflow's template (stage 3).
+func (f *fixture) applyStage(t *testing.T, name string, n int32) string {
+	t.Helper()
+	e := f.waitStage(t, name, n)
+	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	switch n {
+	case scribev1.StageComponents:
+		if len(e.Spec.Targets[0].Components) > 0 && e.Spec.Targets[0].Components[0].App == "demo-services" {
+			f.playComponent(t, name, true, "", "")
+		}
+	case scribev1.StageWorkflowTemplates:
+		if e.Spec.Workflow != nil {
+			f.playTemplate(t, name, "", e.Spec.Workflow.Template, true, "", "")
+		}
+	}
+	return e.Status.Revision
+}
+
+// provisionExperiment walks the hub Experiment through its four stages,
+// each applied as Flux would, and returns the commits.
+func (f *fixture) provisionExperiment(t *testing.T, name string) []string {
+	t.Helper()
+	var commits []string
+	for n := scribev1.StageClusters; n <= scribev1.StageWorkflow; n++ {
+		commits = append(commits, f.applyStage(t, name, n))
+	}
+	return commits
 }
 
 func (f *fixture) startExperimentController(t *testing.T) {
@@ -242,9 +299,11 @@ func (f *fixture) startExperimentController(t *testing.T) {
 
 func experimentObject(ns, name string) string { return "Experiment/" + ns + "/" + name }
 
-// TestExperimentLifecycle walks a hub-only Experiment through every phase,
-// each entered only once the test (playing Flux and Argo Workflows) has
-// given the evidence, with exactly one commit.
+// TestExperimentLifecycle walks a hub-only Experiment through its four
+// commit stages and every phase, each entered only once the test (playing
+// Flux and Argo Workflows) has given the evidence: the validation Workflow
+// is committed only once every target is Ready and its template is
+// delivered, and exactly once.
 func TestExperimentLifecycle(t *testing.T) {
 	f := newFixture(t)
 	expInstallCRDs(t, f, argoWorkflowCRD)
@@ -253,55 +312,97 @@ func TestExperimentLifecycle(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, name)); err != nil {
 		t.Fatal(err)
 	}
+	dir := "clusters/dev/" + f.ns + "/experiment/" + name + "/"
+	ks := kustomizationName("Experiment", f.ns, name)
 
-	// Published: one commit, recorded in status; nothing applied yet.
-	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
-	if e.Status.Revision == "" || e.Status.Digest == "" || e.Status.GeneratedResources == nil {
-		t.Fatalf("provisioning without a recorded commit: %s", expState(e))
+	// Stage 1 (clusters): one commit, recorded in status; nothing applied yet.
+	e := f.waitStage(t, name, scribev1.StageClusters)
+	if e.Status.Phase != scribev1.ExperimentProvisioning || e.Status.Digest == "" || e.Status.GeneratedResources == nil {
+		t.Fatalf("stage 1 without a recorded commit: %s", expState(e))
 	}
-	rev := e.Status.Revision
-	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 || commits[0] != rev {
-		t.Fatalf("commits %v, want exactly [%s]", commits, rev)
+	rev1 := e.Status.Revision
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 || commits[0] != rev1 {
+		t.Fatalf("commits %v, want exactly [%s]", commits, rev1)
 	}
-	if sync := f.fileAt(t, rev, "clusters/dev/"+f.ns+"/experiment/"+name+".sync.yaml"); !strings.Contains(sync, "experiment-"+f.ns+"-"+name) {
-		t.Fatalf("commit %s has no sync object for the experiment:\n%s", rev, sync)
+	if sync := f.fileAt(t, rev1, "clusters/dev/"+f.ns+"/experiment/"+name+".sync.yaml"); !strings.Contains(sync, "experiment-"+f.ns+"-"+name) {
+		t.Fatalf("commit %s has no sync object for the experiment:\n%s", rev1, sync)
+	}
+	if f.fileAt(t, rev1, dir+"kustomization-"+name+"-app-demo-services.yaml") != "" {
+		t.Fatalf("stage 1 commits the components already")
 	}
 	if !slices.Contains(e.Finalizers, controller.Finalizer) {
 		t.Fatalf("finalizer missing: %v", e.Finalizers)
 	}
 	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
 	e = f.experiment(t, name)
-	if c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonApplyPending {
-		t.Fatalf("Ready before apply: %s", expState(e))
+	if c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonApplyPending || e.Status.Stage != 1 {
+		t.Fatalf("Ready or past stage 1 before its apply: %s", expState(e))
 	}
 
-	// Flux applies the commit: every (hub) target is ready, so is the experiment.
-	ks := kustomizationName("Experiment", f.ns, name)
-	f.playFlux(t, ks, rev, true, "", "")
+	// Flux applies stage 1; the hub clusters are ready: stage 2 (components).
+	f.playFlux(t, ks, rev1, true, "", "")
+	e = f.waitStage(t, name, scribev1.StageComponents)
+	rev2 := e.Status.Revision
+	if f.fileAt(t, rev2, dir+"kustomization-"+name+"-app-demo-services.yaml") == "" {
+		t.Fatalf("stage 2 (%s) does not deliver the component", rev2)
+	}
+	if f.fileAt(t, rev2, dir+"kustomization-"+name+"-gateway-validation.yaml") != "" {
+		t.Fatalf("stage 2 delivers the workflow template already")
+	}
 	// Applied, but the component's own Kustomization has not reported yet:
-	// still Provisioning, and the target says what it waits for.
+	// still stage 2, and the target says what it waits for.
+	f.playFlux(t, ks, rev2, true, "", "")
 	waitFor(t, "the app target waiting for its component", func() (bool, string) {
 		e = f.experiment(t, name)
 		return len(e.Status.Targets) == 2 && strings.Contains(e.Status.Targets[0].Message, "waiting for components demo-services"), expState(e)
 	})
 	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
-	f.playComponent(t, name, true, "", "")
-	e = f.waitPhase(t, name, scribev1.ExperimentReady)
-	if len(e.Status.Targets) != 2 {
-		t.Fatalf("targets: %s", expState(e))
+	if e = f.experiment(t, name); e.Status.Stage != scribev1.StageComponents || len(f.scribeCommits(t, experimentObject(f.ns, name))) != 2 {
+		t.Fatalf("moved past stage 2 before its targets were ready: %s", expState(e))
 	}
+
+	// The component is installed: stage 3 (workflow templates).
+	f.playComponent(t, name, true, "", "")
+	e = f.waitStage(t, name, scribev1.StageWorkflowTemplates)
+	rev3 := e.Status.Revision
+	if f.fileAt(t, rev3, dir+"kustomization-"+name+"-gateway-validation.yaml") == "" {
+		t.Fatalf("stage 3 (%s) does not deliver the workflow template", rev3)
+	}
+	f.playFlux(t, ks, rev3, true, "", "")
+	f.playTemplate(t, name, "", "gateway-validation", true, "", "")
+
+	// Stage 4 (workflow runs): the Workflow, in this commit only.
+	e = f.waitStage(t, name, scribev1.StageWorkflow)
+	rev4 := e.Status.Revision
+	wf := validationWorkflow(t, e)
+	for _, c := range []string{rev1, rev2, rev3} {
+		if f.fileAt(t, c, dir+"workflow-"+wf.Name+".yaml") != "" {
+			t.Fatalf("the Workflow is in %s, before stage 4", c)
+		}
+	}
+	if f.fileAt(t, rev4, dir+"workflow-"+wf.Name+".yaml") == "" {
+		t.Fatalf("stage 4 (%s) has no Workflow %s", rev4, wf.Name)
+	}
+	if got := e.Status.Stages; len(got) != 4 || got[0].Commit != rev1 || got[1].Commit != rev2 || got[2].Commit != rev3 || got[3].Commit != rev4 {
+		t.Fatalf("status.stages = %+v, want the four commits in order", got)
+	}
+	if msg, err := f.commitMessage(t, rev4); err != nil || !strings.Contains(msg, "stage 4 (workflow runs)") || !strings.Contains(msg, "target app: Ready") {
+		t.Fatalf("stage 4's commit message does not say which stage and on what evidence (%v):\n%s", err, msg)
+	}
+	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, 500*time.Millisecond)
+	f.playFlux(t, ks, rev4, true, "", "")
+	e = f.waitPhase(t, name, scribev1.ExperimentReady)
 	for _, ts := range e.Status.Targets {
 		if ts.Phase != scribev1.ExperimentReady || !ts.ClusterReady {
 			t.Fatalf("target %s not ready in phase Ready: %s", ts.Name, expState(e))
 		}
 	}
-	if c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
-		t.Fatalf("Ready condition in phase Ready: %s", expState(e))
+	if len(e.Status.Templates) != 1 || !e.Status.Templates[0].Ready || e.Status.Templates[0].Name != "gateway-validation" {
+		t.Fatalf("templates in phase Ready: %+v", e.Status.Templates)
 	}
 
 	// The workflow does not exist yet, then exists without a phase: still Ready.
 	f.holdsPhase(t, name, scribev1.ExperimentReady, time.Second)
-	wf := validationWorkflow(t, e)
 	f.playArgo(t, wf, "", "")
 	f.holdsPhase(t, name, scribev1.ExperimentReady, time.Second)
 
@@ -311,7 +412,6 @@ func TestExperimentLifecycle(t *testing.T) {
 	if e.Status.Workflow == nil || e.Status.Workflow.Name != wf.Name || e.Status.Workflow.Kind != "Workflow" || e.Status.Workflow.Phase != "Running" {
 		t.Fatalf("workflow status while running: %s", expState(e))
 	}
-	f.holdsPhase(t, name, scribev1.ExperimentRunning, time.Second)
 
 	// Argo reports success.
 	f.playArgo(t, wf, "Succeeded", "all routes answer")
@@ -322,32 +422,180 @@ func TestExperimentLifecycle(t *testing.T) {
 	if apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReconcilingCondition) != nil {
 		t.Fatalf("still reconciling when complete: %s", expState(e))
 	}
-	if e.Status.Workflow == nil || e.Status.Workflow.Phase != "Succeeded" {
-		t.Fatalf("workflow status when complete: %s", expState(e))
-	}
 
-	// Still the one commit; every transition has its event.
-	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 || commits[0] != rev {
-		t.Fatalf("commits %v, want exactly [%s]", commits, rev)
+	// Exactly the four stage commits, the Workflow committed once.
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); !slices.Equal(commits, []string{rev1, rev2, rev3, rev4}) {
+		t.Fatalf("commits %v, want exactly the stages' [%s %s %s %s]", commits, rev1, rev2, rev3, rev4)
 	}
-	waitFor(t, "an event per phase", func() (bool, string) {
+	waitFor(t, "an event per phase and stage", func() (bool, string) {
 		list := &eventsv1.EventList{}
 		if err := f.e.c.List(f.ctx(), list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
 		}
-		seen := map[string]bool{}
+		seen := map[string]int{}
 		for _, ev := range list.Items {
 			if ev.Regarding.Name == name {
-				seen[ev.Reason] = true
+				seen[ev.Reason] += max(int(ev.DeprecatedCount), 1)
 			}
 		}
 		for _, p := range []scribev1.ExperimentPhase{scribev1.ExperimentProvisioning, scribev1.ExperimentReady, scribev1.ExperimentRunning, scribev1.ExperimentComplete} {
-			if !seen[string(p)] {
+			if seen[string(p)] == 0 {
 				return false, fmt.Sprintf("events seen: %v", seen)
 			}
 		}
-		return true, ""
+		return seen[controller.ReasonStageCommitted] >= 4, fmt.Sprintf("events seen: %v", seen)
 	})
+}
+
+// TestExperimentMissingWorkflowTemplateHoldsProvisioning: stage 3 is
+// applied but the validation workflow's template delivery does not exist
+// (then fails): the Experiment stays in Provisioning with the reason and
+// the Workflow is never committed, until the template is delivered.
+func TestExperimentMissingWorkflowTemplateHoldsProvisioning(t *testing.T) {
+	f := newFixture(t)
+	expInstallCRDs(t, f, argoWorkflowCRD)
+	f.startExperimentController(t)
+	const name = "no-template"
+	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	f.applyStage(t, name, scribev1.StageClusters)
+	f.applyStage(t, name, scribev1.StageComponents)
+	e := f.waitStage(t, name, scribev1.StageWorkflowTemplates)
+	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	waitFor(t, "Provisioning, waiting for the workflow template", func() (bool, string) {
+		e = f.experiment(t, name)
+		c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return e.Status.Phase == scribev1.ExperimentProvisioning && c != nil && c.Reason == controller.ReasonWaitingForWorkflowTemplate &&
+			strings.Contains(c.Message, "gateway-validation") && strings.Contains(c.Message, "Kustomization/"+f.ns+"/"+name+"-gateway-validation"), expState(e)
+	})
+	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, 2*time.Second)
+	if e = f.experiment(t, name); e.Status.Stage != scribev1.StageWorkflowTemplates || len(f.scribeCommits(t, experimentObject(f.ns, name))) != 3 {
+		t.Fatalf("committed past stage 3 without the template: %s", expState(e))
+	}
+
+	// Flux cannot build the template's path: Failed with Flux's message
+	// (not terminal), still no Workflow.
+	const fluxMsg = "kustomization path not found: stat /tmp/kustomization-1/workflows/gateway-validation: no such file or directory"
+	f.playTemplate(t, name, "", "gateway-validation", false, meta.ArtifactFailedReason, fluxMsg)
+	e = f.waitPhase(t, name, scribev1.ExperimentFailed)
+	if c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); c == nil || c.Reason != controller.ReasonComponentFailed || !strings.Contains(c.Message, fluxMsg) {
+		t.Fatalf("Ready after the template failed: %s", expState(e))
+	}
+	if len(f.scribeCommits(t, experimentObject(f.ns, name))) != 3 {
+		t.Fatalf("committed after the template failed: %s", expState(e))
+	}
+
+	// Delivered: stage 4 follows.
+	f.playTemplate(t, name, "", "gateway-validation", true, "", "")
+	e = f.waitStage(t, name, scribev1.StageWorkflow)
+	validationWorkflow(t, e)
+}
+
+// TestExperimentFailedLoadGeneratorFailsTheExperiment: a workflow
+// component's Workflow (a load generator) is committed at stage 4 beside
+// the validation run and read back like it; when Argo Workflows reports it
+// failed, the Experiment fails for good with the workflow's message.
+func TestExperimentFailedLoadGeneratorFailsTheExperiment(t *testing.T) {
+	f := newFixture(t)
+	expInstallCRDs(t, f, argoWorkflowCRD)
+	f.startExperimentController(t)
+	const name = "loadgen-fails"
+	exp := hubExperiment(f.ns, name)
+	exp.Spec.Targets[1].Components = []scribev1.Component{{Workflow: "k6-http-loadgen", Params: &apiextensionsv1.JSON{Raw: []byte(`{"targetUrl":"http://demo-services.demo-apps/api"}`)}}}
+	if err := f.e.c.Create(f.ctx(), exp); err != nil {
+		t.Fatal(err)
+	}
+	f.applyStage(t, name, scribev1.StageClusters)
+	f.applyStage(t, name, scribev1.StageComponents)
+	e := f.waitStage(t, name, scribev1.StageWorkflowTemplates)
+	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	f.playTemplate(t, name, "", "gateway-validation", true, "", "")
+	// The load generator's template is not delivered yet: no stage 4.
+	waitFor(t, "waiting for the load generator's template", func() (bool, string) {
+		e = f.experiment(t, name)
+		c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return c != nil && c.Reason == controller.ReasonWaitingForWorkflowTemplate && strings.Contains(c.Message, "k6-http-loadgen"), expState(e)
+	})
+	f.playTemplate(t, name, "loadgen", "k6-http-loadgen", true, "", "")
+	e = f.waitStage(t, name, scribev1.StageWorkflow)
+	var loadgen scribev1.ObjectIdentity
+	for _, o := range e.Status.GeneratedResources.Objects {
+		if o.Kind == "Workflow" && strings.HasPrefix(o.Name, name+"-loadgen-k6-http-loadgen-") {
+			loadgen = o
+		}
+	}
+	if loadgen.Name == "" {
+		t.Fatalf("stage 4 has no load generator Workflow: %+v", e.Status.GeneratedResources.Objects)
+	}
+	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
+	f.waitPhase(t, name, scribev1.ExperimentReady)
+	f.playArgo(t, validationWorkflow(t, e), "Running", "")
+	f.playArgo(t, loadgen, "Running", "")
+	e = f.waitPhase(t, name, scribev1.ExperimentRunning)
+	const argoMsg = "child 'k6-run' failed: thresholds on metrics 'http_req_failed' have been crossed"
+	f.playArgo(t, loadgen, "Failed", argoMsg)
+	e = f.waitPhase(t, name, scribev1.ExperimentFailed)
+	ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+	if ready == nil || ready.Reason != controller.ReasonWorkflowFailed || !strings.Contains(ready.Message, argoMsg) || !strings.Contains(ready.Message, "k6-http-loadgen") {
+		t.Fatalf("Ready after the load generator failed: %s", expState(e))
+	}
+	if len(e.Status.Runs) != 1 || e.Status.Runs[0].Phase != "Failed" || e.Status.Runs[0].Target != "loadgen" || e.Status.Runs[0].Component != "k6-http-loadgen" {
+		t.Fatalf("status.runs after the load generator failed: %+v", e.Status.Runs)
+	}
+	f.holdsPhase(t, name, scribev1.ExperimentFailed, time.Second)
+}
+
+// TestExperimentRestartedMidStageNeitherRepeatsNorSkipsAStage: the
+// controller stops after pushing stage 2 but before recording its commit
+// (status holds the saved intent: stage 2, no revision); the controller
+// started again records the same commit, waits for stage 2's evidence, and
+// walks on with exactly one commit per stage.
+func TestExperimentRestartedMidStageNeitherRepeatsNorSkipsAStage(t *testing.T) {
+	f := newFixture(t)
+	expInstallCRDs(t, f, argoWorkflowCRD)
+	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
+		t.Fatal(err)
+	}
+	stop := startController(t, f.e, f.ns)
+	const name = "restarted"
+	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	f.applyStage(t, name, scribev1.StageClusters)
+	e := f.waitStage(t, name, scribev1.StageComponents)
+	rev2 := e.Status.Revision
+	stop()
+	// What a controller stopped between the push and recording the commit
+	// leaves: the intent, saved before the push.
+	e = f.experiment(t, name)
+	e.Status.Revision = ""
+	e.Status.Stages = e.Status.Stages[:1]
+	if err := f.e.c.Status().Update(f.ctx(), e); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, f.e, f.ns)
+	e = f.waitStage(t, name, scribev1.StageComponents)
+	if e.Status.Revision != rev2 {
+		t.Fatalf("after the restart stage 2 is %s, want the pushed %s", e.Status.Revision, rev2)
+	}
+	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+	if e = f.experiment(t, name); e.Status.Stage != scribev1.StageComponents {
+		t.Fatalf("skipped past stage 2 without its evidence: %s", expState(e))
+	}
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 || commits[1] != rev2 {
+		t.Fatalf("commits after the restart %v, want stage 1 and %s", commits, rev2)
+	}
+	f.applyStage(t, name, scribev1.StageComponents)
+	f.applyStage(t, name, scribev1.StageWorkflowTemplates)
+	f.applyStage(t, name, scribev1.StageWorkflow)
+	e = f.waitPhase(t, name, scribev1.ExperimentReady)
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 4 {
+		t.Fatalf("commits %v, want one per stage", commits)
+	}
+	if len(e.Status.Stages) != 4 || e.Status.Stages[1].Commit != rev2 {
+		t.Fatalf("status.stages %+v", e.Status.Stages)
+	}
 }
 
 // TestExperimentApplyFailed: the Kustomization fails at Scribe's commit, so
@@ -377,15 +625,20 @@ func TestExperimentApplyFailed(t *testing.T) {
 		t.Fatalf("not stalled after the apply failed: %s", expState(e))
 	}
 	f.holdsPhase(t, name, scribev1.ExperimentFailed, time.Second)
+	if e = f.experiment(t, name); e.Status.Stage != scribev1.StageClusters {
+		t.Fatalf("moved past stage 1 although it failed to apply: %s", expState(e))
+	}
 
-	// Flux retries and applies the same commit: no workflow, so Complete.
-	f.playExperimentApplied(t, name, rev)
+	// Flux retries and applies the same commit: the stages follow; no
+	// workflow, so stages 3 and 4 are stage 2's tree, and Complete.
+	f.playFlux(t, ks, rev, true, "", "")
+	rev2 := f.applyStage(t, name, scribev1.StageComponents)
 	e = f.waitPhase(t, name, scribev1.ExperimentComplete)
 	if apimeta.FindStatusCondition(e.Status.Conditions, scribev1.StalledCondition) != nil {
 		t.Fatalf("still stalled: %s", expState(e))
 	}
-	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 {
-		t.Fatalf("commits %v, want one", commits)
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 || commits[1] != rev2 || e.Status.Stage != scribev1.StageWorkflow || e.Status.Revision != rev2 {
+		t.Fatalf("commits %v, want stage 1 and 2 (%s): %s", commits, rev2, expState(e))
 	}
 }
 
@@ -403,7 +656,8 @@ func TestExperimentComponentFailed(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), exp); err != nil {
 		t.Fatal(err)
 	}
-	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
+	f.applyStage(t, name, scribev1.StageClusters)
+	e := f.waitStage(t, name, scribev1.StageComponents)
 	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
 	const fluxMsg = "kustomization path not found: stat /tmp/kustomization-2188/apps/demo-services: no such file or directory"
 	f.playComponent(t, name, false, meta.ArtifactFailedReason, fluxMsg)
@@ -423,8 +677,8 @@ func TestExperimentComponentFailed(t *testing.T) {
 	if app := e.Status.Targets[0]; len(app.Components) != 1 || !app.Components[0].Ready {
 		t.Fatalf("app target once the component is installed: %+v", app)
 	}
-	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 {
-		t.Fatalf("commits %v, want one", commits)
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 {
+		t.Fatalf("commits %v, want stages 1 and 2", commits)
 	}
 }
 
@@ -444,13 +698,16 @@ func TestExperimentMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), exp); err != nil {
 		t.Fatal(err)
 	}
-	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
+	f.applyStage(t, name, scribev1.StageClusters)
+	e := f.waitStage(t, name, scribev1.StageComponents)
 	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")
 	waitFor(t, "the applied commit read from the sync Kustomization's event", func() (bool, string) {
 		e = f.experiment(t, name)
 		return len(e.Status.Targets) > 0 && strings.Contains(e.Status.Targets[0].Message, "waiting for components"), expState(e)
 	})
 	f.playComponent(t, name, true, "", "")
+	f.applyStage(t, name, scribev1.StageWorkflowTemplates)
+	f.applyStage(t, name, scribev1.StageWorkflow)
 	e = f.waitPhase(t, name, scribev1.ExperimentReady)
 	// The Argo Workflow's updates (watched as metadata) move it on too.
 	wf := validationWorkflow(t, e)
@@ -470,9 +727,8 @@ func TestExperimentWorkflowFailed(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, name)); err != nil {
 		t.Fatal(err)
 	}
-	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
-	f.playExperimentApplied(t, name, e.Status.Revision)
-	e = f.waitPhase(t, name, scribev1.ExperimentReady)
+	f.provisionExperiment(t, name)
+	e := f.waitPhase(t, name, scribev1.ExperimentReady)
 	wf := validationWorkflow(t, e)
 	f.playArgo(t, wf, "Running", "")
 	f.waitPhase(t, name, scribev1.ExperimentRunning)
@@ -545,8 +801,7 @@ func TestExperimentClusterTarget(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), exp); err != nil {
 		t.Fatal(err)
 	}
-	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
-	f.playExperimentApplied(t, name, e.Status.Revision)
+	rev1 := f.applyStage(t, name, scribev1.StageClusters)
 	clusterName := name + "-app"
 	targetsSay := func(what string, want func(app, loadgen scribev1.TargetStatus) bool) {
 		t.Helper()
@@ -592,12 +847,17 @@ func TestExperimentClusterTarget(t *testing.T) {
 	})
 	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
 
+	if e := f.experiment(t, name); e.Status.Stage != scribev1.StageClusters || e.Status.Revision != rev1 {
+		t.Fatalf("the components committed before the cluster is reachable: %s", expState(e))
+	}
+
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: clusterName + "-kubeconfig"}, Data: map[string][]byte{"value": []byte("apiVersion: v1\nkind: Config\n")}}
 	if err := f.e.c.Create(f.ctx(), secret); err != nil {
 		t.Fatal(err)
 	}
-	// Ready, then (no workflow) Complete.
-	e = f.waitPhase(t, name, scribev1.ExperimentComplete)
+	// Stage 2 delivers the components; then (no workflow) Complete.
+	f.applyStage(t, name, scribev1.StageComponents)
+	e := f.waitPhase(t, name, scribev1.ExperimentComplete)
 	for _, ts := range e.Status.Targets {
 		if ts.Phase != scribev1.ExperimentReady || !ts.ClusterReady {
 			t.Fatalf("target %s: %s", ts.Name, expState(e))
@@ -616,9 +876,9 @@ func TestExperimentDeletion(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), exp); err != nil {
 		t.Fatal(err)
 	}
-	e := f.waitPhase(t, name, scribev1.ExperimentProvisioning)
 	ks := kustomizationName("Experiment", f.ns, name)
-	f.playExperimentApplied(t, name, e.Status.Revision)
+	f.applyStage(t, name, scribev1.StageClusters)
+	f.applyStage(t, name, scribev1.StageComponents)
 	f.waitPhase(t, name, scribev1.ExperimentComplete)
 
 	if err := f.e.c.Delete(f.ctx(), f.experiment(t, name)); err != nil {
@@ -627,9 +887,9 @@ func TestExperimentDeletion(t *testing.T) {
 	var commits []string
 	waitFor(t, "the removal commit", func() (bool, string) {
 		commits = f.scribeCommits(t, experimentObject(f.ns, name))
-		return len(commits) == 2, fmt.Sprintf("commits %v", commits)
+		return len(commits) == 3, fmt.Sprintf("commits %v", commits)
 	})
-	if sync := f.fileAt(t, commits[1], "clusters/dev/"+f.ns+"/experiment/"+name+".sync.yaml"); sync != "" {
+	if sync := f.fileAt(t, commits[2], "clusters/dev/"+f.ns+"/experiment/"+name+".sync.yaml"); sync != "" {
 		t.Fatalf("the removal commit still has the sync object:\n%s", sync)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -645,8 +905,8 @@ func TestExperimentDeletion(t *testing.T) {
 		err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: name}, &scribev1.Experiment{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 {
-		t.Fatalf("commits %v, want the render and the removal", commits)
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 3 {
+		t.Fatalf("commits %v, want stages 1 and 2 and the removal", commits)
 	}
 }
 
@@ -666,9 +926,8 @@ func TestExperimentCompletion(t *testing.T) {
 		if err := f.e.c.Create(f.ctx(), exp); err != nil {
 			t.Fatal(err)
 		}
-		e := f.waitPhase(t, exp.Name, scribev1.ExperimentProvisioning)
-		f.playExperimentApplied(t, exp.Name, e.Status.Revision)
-		e = f.waitPhase(t, exp.Name, scribev1.ExperimentReady)
+		f.provisionExperiment(t, exp.Name)
+		e := f.waitPhase(t, exp.Name, scribev1.ExperimentReady)
 		wfs[exp.Name] = validationWorkflow(t, e)
 		f.playArgo(t, wfs[exp.Name], "Running", "")
 	}
@@ -690,5 +949,90 @@ func TestExperimentCompletion(t *testing.T) {
 	e = f.waitPhase(t, "timeout", scribev1.ExperimentFailed)
 	if ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); ready == nil || ready.Reason != controller.ReasonWorkflowTimeout {
 		t.Fatalf("timeout: %s", expState(e))
+	}
+}
+
+// TestExperimentPullRequestModeProposesEachStage: with a Repository that
+// takes changes by pull request, each stage is proposed, never committed
+// to the branch, and the next stage is proposed only after the previous
+// one's merge was applied and read back.
+func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
+	f := newFixture(t)
+	gh := forgetest.NewGitHub(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+	if err := f.e.c.Create(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	f.startExperimentController(t)
+	initial := f.head(t)
+	const name = "reviewed"
+	exp := hubExperiment(f.ns, name)
+	exp.Spec.Workflow = nil
+	if err := f.e.c.Create(f.ctx(), exp); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomizationName("Experiment", f.ns, name)
+	branch := "scribe/" + f.ns + "/experiment/" + name
+	waitPR := func(what string, not int) *scribev1.Experiment {
+		t.Helper()
+		var e *scribev1.Experiment
+		waitFor(t, what, func() (bool, string) {
+			e = f.experiment(t, name)
+			return e.Status.PullRequest != nil && e.Status.PullRequest.Number != not && e.Status.Revision == "", expState(e)
+		})
+		return e
+	}
+
+	// Stage 1 is proposed, not committed.
+	e := waitPR("stage 1 proposed", 0)
+	if e.Status.Stage != scribev1.StageClusters || f.head(t) != initial {
+		t.Fatalf("stage 1 not proposed, or main moved: %s", expState(e))
+	}
+	pr1 := e.Status.PullRequest.Number
+	f.holdsPhase(t, name, e.Status.Phase, time.Second)
+	merge1 := f.mergePR(t, gh, pr1, branch)
+	e = f.waitStage(t, name, scribev1.StageClusters)
+	if e.Status.Revision != merge1 {
+		t.Fatalf("stage 1 recorded as %s, want the merge %s", e.Status.Revision, merge1)
+	}
+
+	// Stage 2 only after stage 1's merge is applied.
+	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+	if e := f.experiment(t, name); e.Status.Stage != scribev1.StageClusters || len(gh.PullRequests()) != 1 {
+		t.Fatalf("stage 2 proposed before stage 1 was applied: %s", expState(e))
+	}
+	f.playFlux(t, ks, merge1, true, "", "")
+	e = waitPR("stage 2 proposed", pr1)
+	if e.Status.Stage != scribev1.StageComponents || f.head(t) != merge1 {
+		t.Fatalf("stage 2 not proposed, or main moved without a merge: %s", expState(e))
+	}
+	var body string
+	for _, pr := range gh.PullRequests() {
+		if pr.Number == e.Status.PullRequest.Number {
+			body = pr.Body
+		}
+	}
+	if !strings.Contains(body, "stage 2 (components)") || !strings.Contains(body, "target app: Ready") {
+		t.Errorf("stage 2's pull request does not say which stage and on what evidence:\n%s", body)
+	}
+	merge2 := f.mergePR(t, gh, e.Status.PullRequest.Number, branch)
+	if f.fileAt(t, merge2, "clusters/dev/"+f.ns+"/experiment/"+name+"/kustomization-"+name+"-app-demo-services.yaml") == "" {
+		t.Fatalf("stage 2's merge does not deliver the component")
+	}
+	e = f.waitStage(t, name, scribev1.StageComponents)
+	if e.Status.Revision != merge2 {
+		t.Fatalf("stage 2 recorded as %s, want the merge %s", e.Status.Revision, merge2)
+	}
+	f.playFlux(t, ks, merge2, true, "", "")
+	f.playComponent(t, name, true, "", "")
+	// Stages 3 and 4 add nothing without a workflow: already on the branch,
+	// no pull request.
+	e = f.waitPhase(t, name, scribev1.ExperimentComplete)
+	if e.Status.Stage != scribev1.StageWorkflow || e.Status.Revision != merge2 || len(gh.PullRequests()) != 2 {
+		t.Fatalf("after stage 2's merge: %s; pull requests %+v", expState(e), gh.PullRequests())
+	}
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 {
+		t.Fatalf("Scribe's commits %v, want the two proposed stages", commits)
 	}
 }

@@ -108,7 +108,9 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 		!slices.Contains(st.Entries, "app/team-cache") || !slices.Contains(st.Entries, "app/demo-services") || !slices.Contains(st.Entries, "workflow/k6-http-loadgen") {
 		t.Fatalf("status.catalog: %+v", repo.Status.Catalog)
 	}
-	e := f.waitPhase(t, exp.Name, scribev1.ExperimentProvisioning)
+	// The components are committed at stage 2, once Flux applied stage 1.
+	f.applyStage(t, exp.Name, scribev1.StageClusters)
+	e := f.waitStage(t, exp.Name, scribev1.StageComponents)
 	if file := f.fileAt(t, e.Status.Revision, "clusters/dev/"+f.ns+"/experiment/"+exp.Name+"/ocirepository-"+exp.Name+"-app-team-cache.yaml"); !strings.Contains(file, "oci://registry.example.com/team/cache") {
 		t.Fatalf("the committed component source is not the user catalog's:\n%s", file)
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
@@ -18,36 +19,76 @@ type ExperimentActionKind string
 // The first kinds make the reconciler do one thing, record what it saw in
 // the observations and ask again; ExperimentWait ends the reconcile.
 const (
-	// ExperimentRender resolves the Repository and renders; the digest,
-	// generated resources and validation workflow go into
-	// ExperimentObservations.Rendered and Workflow.
+	// ExperimentRender resolves the Repository and renders status.stage;
+	// the digest, generated resources and the runs go into
+	// ExperimentObservations.Rendered, Workflow and Runs.
 	ExperimentRender ExperimentActionKind = "Render"
 	// ExperimentCommit publishes the render; the commit goes into
 	// ExperimentObservations.Commit.
 	ExperimentCommit ExperimentActionKind = "Commit"
-	// ExperimentReadTargets reads the applier's verdict on status.revision
-	// and every target's cluster and components into
-	// ExperimentObservations.Targets.
+	// ExperimentPropose opens or updates the pull request of the stage;
+	// the result goes into ExperimentObservations.Proposed.
+	ExperimentPropose ExperimentActionKind = "Propose"
+	// ExperimentReadPullRequest asks the forge about the recorded pull
+	// request; the answer goes into ExperimentObservations.PullRequest.
+	ExperimentReadPullRequest ExperimentActionKind = "ReadPullRequest"
+	// ExperimentReadTargets reads the applier's verdict on status.revision,
+	// every target's cluster and components and the workflow templates'
+	// deliveries into ExperimentObservations.Targets.
 	ExperimentReadTargets ExperimentActionKind = "ReadTargets"
-	// ExperimentReadWorkflow reads the validation workflow into
-	// ExperimentObservations.Run.
+	// ExperimentReadWorkflow reads the validation run and the workflow
+	// components' Workflows into ExperimentObservations.Run and
+	// ComponentRuns.
 	ExperimentReadWorkflow ExperimentActionKind = "ReadWorkflow"
 	// ExperimentWait: nothing to do until Requeue (0: the next watch event).
 	ExperimentWait ExperimentActionKind = "Wait"
 )
 
+// Experiment-specific reasons of the stages.
+const (
+	// ReasonWaitingForWorkflowTemplate: stage 3 is applied, but a workflow
+	// template's delivery is missing or not ready; the workflow runs are
+	// not committed until it is.
+	ReasonWaitingForWorkflowTemplate = "WaitingForWorkflowTemplate"
+	// ReasonStageCommitted is the event of a stage's commit.
+	ReasonStageCommitted = "StageCommitted"
+)
+
+// maxExperimentDecisions bounds the decisions of one Experiment reconcile:
+// a reconcile may walk every stage when their evidence is already in (a
+// stage with nothing new is the previous commit, applied already), four
+// decisions each (render, commit or propose, read, move on), then read the
+// runs.
+const maxExperimentDecisions = 4*scribev1.StageWorkflow + maxDecisions
+
+// stageName names commit stage n.
+func stageName(n int32) string {
+	switch n {
+	case scribev1.StageClusters:
+		return "stage 1 (clusters)"
+	case scribev1.StageComponents:
+		return "stage 2 (components)"
+	case scribev1.StageWorkflowTemplates:
+		return "stage 3 (workflow templates)"
+	case scribev1.StageWorkflow:
+		return "stage 4 (workflow runs)"
+	}
+	return fmt.Sprintf("stage %d", n)
+}
+
 // ExperimentAction is what a stage decision asks of the reconciler.
 type ExperimentAction struct {
 	Kind ExperimentActionKind
-	// SaveIntent asks for the status (whose revision is empty) to be saved
-	// before publishing, so a controller restarted during the push
-	// publishes the same bundle again and never makes a second commit.
+	// SaveIntent asks for the status (whose revision is empty, its stage
+	// the one to commit) to be saved before publishing, so a controller
+	// restarted during the push publishes the same stage again (a no-op in
+	// Git) and never skips or repeats one.
 	SaveIntent bool
 	// Requeue is when to come back (ExperimentWait).
 	Requeue time.Duration
 	// Marks are the condition changes to make, in order.
 	Marks []Mark
-	// Events are the phase transitions to record, in order: each event's
+	// Events are the events to record, in order: a phase transition's
 	// reason is the phase entered.
 	Events []Event
 }
@@ -55,7 +96,7 @@ type ExperimentAction struct {
 // ExperimentObservations is what the reconciler knows when it asks for a
 // decision: its settings and the object's, then what each action it
 // carried out in this reconcile showed. A nil (or empty) observation was
-// not made yet.
+// not made yet. A render resets every observation that follows it.
 type ExperimentObservations struct {
 	// Poll is how often read-back objects are re-read while waiting.
 	Poll time.Duration
@@ -64,31 +105,56 @@ type ExperimentObservations struct {
 	NewGeneration bool
 	// CompleteRequested says CompleteAnnotation is set.
 	CompleteRequested bool
+	// PullRequests says the Repository takes changes by pull request:
+	// each stage is proposed, and the next one follows its merge.
+	PullRequests bool
 
-	// Rendered is the render (ExperimentRender).
-	Rendered *Rendered
-	// Workflow is the rendered validation workflow, nil when the render
-	// has none (ExperimentRender).
+	// Rendered is the render of RenderedStage (ExperimentRender).
+	Rendered      *Rendered
+	RenderedStage int32
+	// Workflow is the rendered validation run, nil when the render has
+	// none (ExperimentRender).
 	Workflow *scribev1.ObjectIdentity
+	// Runs are the rendered Workflows of the workflow components
+	// (ExperimentRender).
+	Runs []ComponentRunRef
 	// Commit carries the render (ExperimentCommit).
 	Commit string
-	// Targets is the read-back of the commit and the targets
-	// (ExperimentReadTargets).
+	// Proposed is the pull request just opened or updated
+	// (ExperimentPropose).
+	Proposed *Proposed
+	// PullRequest is the forge's word on the recorded pull request
+	// (ExperimentReadPullRequest).
+	PullRequest *PullRequestState
+	// Targets is the read-back of the commit, the targets and the
+	// workflow templates (ExperimentReadTargets).
 	Targets *TargetsReadBack
-	// Run is the read-back of the validation workflow (ExperimentReadWorkflow).
-	Run *WorkflowRun
+	// Run is the read-back of the validation run, ComponentRuns of the
+	// workflow components' Workflows, in Runs order (ExperimentReadWorkflow).
+	Run           *WorkflowRun
+	ComponentRuns []WorkflowRun
 }
 
-// TargetsReadBack is the applier's verdict on the commit and each
-// target's state.
+// ComponentRunRef is the Workflow of one workflow component.
+type ComponentRunRef struct {
+	Target, Component string
+	ID                scribev1.ObjectIdentity
+}
+
+// TargetsReadBack is the applier's verdict on the commit, each target's
+// state and the workflow templates' deliveries.
 type TargetsReadBack struct {
 	Applier health.Verdict
 	// Targets as read back, in spec order; a target is Ready when its
 	// cluster, its components and the targets it depends on are.
 	Targets []scribev1.TargetStatus
+	// Templates are the workflow templates' deliveries (stage 3 on).
+	Templates []scribev1.ComponentStatus
+	// TemplatesFailed says a template's delivery reports a failure.
+	TemplatesFailed bool
 }
 
-// WorkflowRun is the validation workflow as read back.
+// WorkflowRun is a workflow run as read back.
 type WorkflowRun struct {
 	// Found says the workflow object exists.
 	Found bool
@@ -101,19 +167,24 @@ type WorkflowRun struct {
 	Created time.Time
 }
 
-// DecideExperiment walks an Experiment's stages, Pending → Provisioning →
-// Ready → Running → Complete | Failed: from the spec and status and what
-// the reconciler observed at now, the status to record and the one action
-// to carry out. It reads top to bottom:
+// DecideExperiment walks an Experiment's commit stages and phases: from
+// the spec and status and what the reconciler observed at now, the status
+// to record and the one action to carry out. It reads top to bottom:
 //
 //  1. A new Experiment is Pending; one finished at this generation stays.
-//  2. Commit: a new render is committed, with its intent saved first; a
-//     commit starts Provisioning over.
-//  3. Provisioning: the commit applied and every target ready → Ready.
-//     A failed apply or target is Failed, and read again (the applier and
-//     Cluster API retry).
-//  4. Ready, Running: the workflow runs → Complete, or Failed for good
-//     when it fails or times out.
+//     A new generation of an Experiment whose runs were committed goes
+//     back to stage 3: its runs are committed again only on new evidence.
+//  2. Commit: the render of status.stage is committed (or proposed and
+//     merged), its intent saved first and its commit recorded after.
+//  3. Provisioning: the commit applied and its evidence read back moves
+//     to the next stage: every cluster ready (1), every target ready (2),
+//     every workflow template delivered (3); at stage 4 the Experiment is
+//     Ready. A failed apply, target or template is Failed, and read again
+//     (the applier and Cluster API retry).
+//  4. Ready, Running: the runs → Complete, or Failed for good when one
+//     fails or the validation run times out.
+//
+// Stages are cumulative: each stage's tree holds the previous one's.
 func DecideExperiment(spec *scribev1.ExperimentSpec, status scribev1.ExperimentStatus, obs ExperimentObservations, now time.Time) (scribev1.ExperimentStatus, ExperimentAction) {
 	d := &stage{spec: spec, st: status.DeepCopy(), obs: obs, now: now}
 	if d.st.Phase == "" {
@@ -127,6 +198,7 @@ func DecideExperiment(spec *scribev1.ExperimentSpec, status scribev1.ExperimentS
 		a = &ExperimentAction{Kind: ExperimentWait}
 	}
 	if a == nil {
+		d.intend()
 		a = d.commit()
 	}
 	if a == nil {
@@ -159,9 +231,9 @@ type stage struct {
 	events []Event
 }
 
-// finished reports a terminal phase: Complete, or Failed because the
-// workflow failed or timed out. Failures of the applier or of a cluster are
-// not terminal: they are re-read, as Flux and Cluster API retry.
+// finished reports a terminal phase: Complete, or Failed because a run
+// failed or timed out. Failures of the applier or of a cluster are not
+// terminal: they are re-read, as Flux and Cluster API retry.
 func finished(st scribev1.ExperimentStatus) bool {
 	switch st.Phase {
 	case scribev1.ExperimentComplete:
@@ -176,38 +248,123 @@ func finished(st scribev1.ExperimentStatus) bool {
 	return false
 }
 
-// commit asks for the render, and for its commit when it is new: the
-// digest is saved with an empty revision before the push and the commit
-// recorded after, so a controller restarted in between publishes the same
-// bundle again (a no-op in Git) and never makes a second commit for it.
-func (d *stage) commit() *ExperimentAction {
-	st, obs := d.st, d.obs
-	if obs.Rendered == nil {
-		return &ExperimentAction{Kind: ExperimentRender}
+// intend sets the stage to commit: the first one for a new Experiment; for
+// a new generation whose runs were committed, the workflow templates
+// again, so that new runs wait for new evidence. The reconciler passes a
+// new generation to the first decision of a reconcile only: its intent is
+// saved with the observed generation.
+func (d *stage) intend() {
+	st := d.st
+	switch {
+	case st.Stage < scribev1.StageClusters:
+		st.Stage, st.Revision, st.PullRequest = scribev1.StageClusters, "", nil
+	case d.obs.NewGeneration && st.Stage == scribev1.StageWorkflow:
+		st.Stage, st.Revision, st.PullRequest = scribev1.StageWorkflowTemplates, "", nil
+		st.Workflow, st.Runs = nil, nil
+		d.setPhase(scribev1.ExperimentProvisioning, "the spec changed: committing %s again before new runs", stageName(st.Stage))
 	}
-	if st.Revision != "" && st.Digest == obs.Rendered.Digest {
-		return nil
-	}
-	if obs.Commit == "" {
-		st.Revision, st.Digest = "", obs.Rendered.Digest
-		return &ExperimentAction{Kind: ExperimentCommit, SaveIntent: true}
-	}
-	st.Revision, st.Digest = obs.Commit, obs.Rendered.Digest
-	st.GeneratedResources = obs.Rendered.Generated.DeepCopy()
-	st.Workflow = nil
-	d.marks = append(d.marks, unmark(scribev1.StalledCondition)) // a new render starts over
-	d.setPhase(scribev1.ExperimentProvisioning, "published %s; waiting for the applier and the target clusters", shortRev(st.Revision))
-	return nil
 }
 
-// provision waits for the applier to apply the commit and for every target
-// to be ready, in depends order; then the Experiment is Ready.
+// commit asks for the render of status.stage, and for its commit (or pull
+// request) when it is new: the intent (the stage and its digest, with an
+// empty revision) is saved before the push and the commit recorded after,
+// so a controller restarted in between publishes the same bundle again (a
+// no-op in Git) and never makes a second commit for it.
+func (d *stage) commit() *ExperimentAction {
+	st, obs := d.st, d.obs
+	if obs.Rendered == nil || obs.RenderedStage != st.Stage {
+		return &ExperimentAction{Kind: ExperimentRender}
+	}
+	if st.Digest != obs.Rendered.Digest {
+		// New content at this stage (its intent, or a new spec).
+		st.PullRequest = nil
+		st.Revision, st.Digest = "", obs.Rendered.Digest
+	}
+	if st.Revision != "" {
+		return nil
+	}
+	if !obs.PullRequests {
+		if obs.Commit == "" {
+			return &ExperimentAction{Kind: ExperimentCommit, SaveIntent: true}
+		}
+		d.committed(obs.Commit, "committed")
+		return nil
+	}
+	if st.PullRequest == nil {
+		if obs.Proposed == nil {
+			return &ExperimentAction{Kind: ExperimentPropose, SaveIntent: true}
+		}
+		if obs.Proposed.UpToDate {
+			d.committed(obs.Proposed.Base, "already on the branch at")
+			return nil
+		}
+		pr := obs.Proposed.PullRequest
+		st.PullRequest = &pr
+		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", stageName(st.Stage), pr.URL))
+	}
+	if obs.PullRequest == nil {
+		// The intent is saved once per reconcile, before the first call
+		// to the forge.
+		return &ExperimentAction{Kind: ExperimentReadPullRequest, SaveIntent: obs.Proposed == nil}
+	}
+	st.PullRequest.State = obs.PullRequest.State
+	switch {
+	case obs.PullRequest.Merged:
+		st.PullRequest.State = "merged"
+		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d of %s merged as %s (recognised by %s)", st.PullRequest.Number, stageName(st.Stage), shortRev(obs.PullRequest.Revision), obs.PullRequest.MergedBy))
+		d.committed(obs.PullRequest.Revision, "merged as")
+		return nil
+	case obs.PullRequest.State == "closed":
+		return &ExperimentAction{Kind: ExperimentWait, Requeue: 30 * time.Second, Marks: []Mark{
+			markNotReady("PullRequestClosed", "pull request #%d of %s was closed without merging", st.PullRequest.Number, stageName(st.Stage)),
+			markStalled("PullRequestClosed", "pull request #%d of %s was closed without merging", st.PullRequest.Number, stageName(st.Stage)),
+		}}
+	}
+	msg := fmt.Sprintf("%s proposed in %s; waiting for the merge", stageName(st.Stage), st.PullRequest.URL)
+	if st.Phase != scribev1.ExperimentPending {
+		d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
+	}
+	return &ExperimentAction{Kind: ExperimentWait, Requeue: obs.Poll, Marks: []Mark{
+		markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
+		markNotReady("AwaitingMerge", "%s", msg),
+	}}
+}
+
+// committed records the commit that carries the stage's render.
+func (d *stage) committed(rev, how string) {
+	st := d.st
+	st.Revision = rev
+	st.GeneratedResources = d.obs.Rendered.Generated.DeepCopy()
+	st.Workflow, st.Runs = nil, nil
+	if st.Stage < scribev1.StageWorkflowTemplates {
+		st.Templates = nil
+	}
+	at := metav1.NewTime(d.now)
+	rec := scribev1.StageStatus{Stage: st.Stage, Commit: rev, CommittedAt: &at}
+	kept := st.Stages[:0:0]
+	for _, s := range st.Stages {
+		if s.Stage < st.Stage {
+			kept = append(kept, s)
+		}
+	}
+	st.Stages = append(kept, rec)
+	d.marks = append(d.marks, unmark(scribev1.StalledCondition)) // a new commit starts over
+	d.events = append(d.events, normalEvent(ReasonStageCommitted, "%s of 4 %s %s", stageName(st.Stage), how, shortRev(rev)))
+	d.setPhase(scribev1.ExperimentProvisioning, "%s %s %s; waiting for the applier and the target clusters", stageName(st.Stage), how, shortRev(rev))
+}
+
+// provision waits for the applier to apply the stage's commit and for its
+// evidence; then it moves to the next stage, or, at the last one, the
+// Experiment is Ready.
 func (d *stage) provision() *ExperimentAction {
 	st, rb := d.st, d.obs.Targets
 	if rb == nil {
 		return &ExperimentAction{Kind: ExperimentReadTargets}
 	}
 	st.Targets = rb.Targets
+	if st.Stage >= scribev1.StageWorkflowTemplates {
+		st.Templates = rb.Templates
+	}
 	if rb.Applier.State == health.Failed {
 		return d.failed(d.obs.Poll, ReasonApplyFailed, "%s failed to apply: %s", shortRev(st.Revision), rb.Applier.Message)
 	}
@@ -225,19 +382,47 @@ func (d *stage) provision() *ExperimentAction {
 			waiting = append(waiting, ts.Name+": "+ts.Message)
 		}
 	}
+	var templates []string
+	for _, c := range rb.Templates {
+		if !c.Ready {
+			templates = append(templates, fmt.Sprintf("%s (%s: %s)", c.Name, c.Delivery, c.Message))
+		}
+	}
+	if rb.TemplatesFailed {
+		return d.failed(d.obs.Poll, ReasonComponentFailed, "workflow template delivery failed: %s", strings.Join(templates, "; "))
+	}
 	if rb.Applier.State != health.Healthy {
 		d.setPhase(scribev1.ExperimentProvisioning, "waiting for %s to be applied", shortRev(st.Revision))
 		return &ExperimentAction{Kind: ExperimentWait, Requeue: d.obs.Poll, Marks: []Mark{
-			markReconciling(ReasonApplyPending, "waiting for %s to be applied: %s", shortRev(st.Revision), rb.Applier.Message),
-			markNotReady(ReasonApplyPending, "waiting for %s to be applied: %s", shortRev(st.Revision), rb.Applier.Message),
+			markReconciling(ReasonApplyPending, "waiting for %s (%s) to be applied: %s", shortRev(st.Revision), stageName(st.Stage), rb.Applier.Message),
+			markNotReady(ReasonApplyPending, "waiting for %s (%s) to be applied: %s", shortRev(st.Revision), stageName(st.Stage), rb.Applier.Message),
 		}}
 	}
 	if len(waiting) > 0 {
-		msg := fmt.Sprintf("%s applied; waiting for %d of %d targets: %s", shortRev(st.Revision), len(waiting), len(rb.Targets), strings.Join(waiting, "; "))
+		msg := fmt.Sprintf("%s applied (%s); waiting for %d of %d targets: %s", shortRev(st.Revision), stageName(st.Stage), len(waiting), len(rb.Targets), strings.Join(waiting, "; "))
 		d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
 		return &ExperimentAction{Kind: ExperimentWait, Requeue: d.obs.Poll, Marks: []Mark{
 			markReconciling(ReasonProvisioning, "%s", msg),
 			markNotReady(ReasonProvisioning, "%s", msg),
+		}}
+	}
+	if len(templates) > 0 {
+		msg := fmt.Sprintf("%s applied (%s); the workflow runs wait for the workflow templates' deliveries: %s", shortRev(st.Revision), stageName(st.Stage), strings.Join(templates, "; "))
+		d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
+		return &ExperimentAction{Kind: ExperimentWait, Requeue: d.obs.Poll, Marks: []Mark{
+			markReconciling(ReasonWaitingForWorkflowTemplate, "%s", msg),
+			markNotReady(ReasonWaitingForWorkflowTemplate, "%s", msg),
+		}}
+	}
+	if st.Stage < scribev1.StageWorkflow {
+		// The stage's evidence is in: the next stage is the intent, its
+		// commit made by the next decision.
+		msg := fmt.Sprintf("%s applied and read back ready", stageName(st.Stage))
+		st.Stage, st.Revision, st.PullRequest = st.Stage+1, "", nil
+		d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
+		return &ExperimentAction{Kind: ExperimentRender, Marks: []Mark{
+			markReconciling(ReasonProgressing, "%s; committing %s", msg, stageName(st.Stage)),
+			markNotReady(ReasonProgressing, "%s; committing %s", msg, stageName(st.Stage)),
 		}}
 	}
 	msg := fmt.Sprintf("%s applied; all %d targets ready", shortRev(st.Revision), len(rb.Targets))
@@ -250,10 +435,16 @@ func (d *stage) provision() *ExperimentAction {
 	}}
 }
 
-// run follows the validation workflow once every target is Ready.
+// run follows the runs once every target is Ready: a workflow
+// component's Workflow that fails fails the Experiment for good, with its
+// message; the validation run completes it (or, without one, every
+// workflow component's Workflow succeeding).
 func (d *stage) run() *ExperimentAction {
 	st, wf, id := d.st, d.spec.Workflow, d.obs.Workflow
-	if wf == nil || id == nil {
+	if id == nil {
+		wf = nil
+	}
+	if wf == nil && len(d.obs.Runs) == 0 {
 		// Without a workflow the experiment is the environment itself: it is
 		// complete once every target is ready.
 		d.setPhase(scribev1.ExperimentComplete, "no workflow to run; every target is ready")
@@ -263,14 +454,20 @@ func (d *stage) run() *ExperimentAction {
 			unmark(scribev1.StalledCondition),
 		}}
 	}
-	manual := wf.Completion != nil && wf.Completion.Mode == scribev1.CompletionManual
-	if st.Workflow == nil || st.Workflow.Kind != id.Kind || st.Workflow.Name != id.Name {
+	if wf != nil && (st.Workflow == nil || st.Workflow.Kind != id.Kind || st.Workflow.Name != id.Name) {
 		st.Workflow = &scribev1.WorkflowStatus{Kind: id.Kind, Name: id.Name}
 	}
-	run := d.obs.Run
-	if run == nil {
+	if d.obs.Run == nil {
 		return &ExperimentAction{Kind: ExperimentReadWorkflow}
 	}
+	if a := d.componentRuns(); a != nil {
+		return a
+	}
+	if wf == nil {
+		return d.componentRunsOnly()
+	}
+	manual := wf.Completion != nil && wf.Completion.Mode == scribev1.CompletionManual
+	run := d.obs.Run
 	if !run.Found {
 		st.Workflow.Phase, st.Workflow.Message = "", "not created yet"
 		if manual && d.obs.CompleteRequested {
@@ -314,6 +511,59 @@ func (d *stage) run() *ExperimentAction {
 	d.setPhase(scribev1.ExperimentRunning, "%s %s is running", id.Kind, id.Name)
 	return &ExperimentAction{Kind: ExperimentWait, Requeue: requeue, Marks: []Mark{
 		markReconciling(ReasonWorkflowRunning, "%s %s: %s", id.Kind, id.Name, v.Message),
+	}}
+}
+
+// componentRuns records the workflow components' Workflows; the first
+// that failed fails the Experiment for good with its message.
+func (d *stage) componentRuns() *ExperimentAction {
+	st := d.st
+	st.Runs = nil
+	for i, ref := range d.obs.Runs {
+		ws := scribev1.WorkflowStatus{Kind: ref.ID.Kind, Name: ref.ID.Name, Target: ref.Target, Component: ref.Component, Message: "not created yet"}
+		if i < len(d.obs.ComponentRuns) && d.obs.ComponentRuns[i].Found {
+			r := d.obs.ComponentRuns[i]
+			ws.Phase, ws.Message = r.Phase, r.Verdict.Message
+		}
+		st.Runs = append(st.Runs, ws)
+	}
+	for i, ref := range d.obs.Runs {
+		if i < len(d.obs.ComponentRuns) && d.obs.ComponentRuns[i].Found && d.obs.ComponentRuns[i].Verdict.State == health.Failed {
+			return d.failed(0, ReasonWorkflowFailed, "workflow component %s of target %s: %s %s failed: %s",
+				ref.Component, ref.Target, ref.ID.Kind, ref.ID.Name, d.obs.ComponentRuns[i].Verdict.Message)
+		}
+	}
+	return nil
+}
+
+// componentRunsOnly follows an Experiment without a validation run: it is
+// Complete once every workflow component's Workflow succeeded.
+func (d *stage) componentRunsOnly() *ExperimentAction {
+	var running, waiting []string
+	for i, ref := range d.obs.Runs {
+		var r WorkflowRun
+		if i < len(d.obs.ComponentRuns) {
+			r = d.obs.ComponentRuns[i]
+		}
+		switch {
+		case r.Found && r.Verdict.State == health.Healthy:
+		case r.Found && r.Verdict.Reason == health.ReasonProgressing:
+			running = append(running, ref.ID.Name)
+		default:
+			waiting = append(waiting, ref.ID.Name)
+		}
+	}
+	switch {
+	case len(running) == 0 && len(waiting) == 0:
+		return d.complete("every workflow component's Workflow succeeded")
+	case len(running) > 0:
+		d.setPhase(scribev1.ExperimentRunning, "Workflows %s are running", strings.Join(running, ", "))
+		return &ExperimentAction{Kind: ExperimentWait, Requeue: d.obs.Poll, Marks: []Mark{
+			markReconciling(ReasonWorkflowRunning, "Workflows running: %s", strings.Join(running, ", ")),
+		}}
+	}
+	return &ExperimentAction{Kind: ExperimentWait, Requeue: d.obs.Poll, Marks: []Mark{
+		markReconciling(ReasonWaitingForWorkflow, "waiting for Workflows %s to start", strings.Join(waiting, ", ")),
 	}}
 }
 

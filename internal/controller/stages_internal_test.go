@@ -37,10 +37,10 @@ func timeoutOf(d time.Duration) func(*scribev1.ExperimentSpec) {
 	}
 }
 
-// inPhase is an Experiment committed as c1 (digest d1) in phase, with
-// Ready=False for reason when one is given.
+// inPhase is an Experiment whose last stage (4, the runs) was committed as
+// c1 (digest d1), in phase, with Ready=False for reason when one is given.
 func inPhase(phase scribev1.ExperimentPhase, reason string, edits ...func(*scribev1.ExperimentStatus)) scribev1.ExperimentStatus {
-	st := scribev1.ExperimentStatus{Phase: phase}
+	st := scribev1.ExperimentStatus{Phase: phase, Stage: scribev1.StageWorkflow}
 	st.Revision, st.Digest = "c1", "d1"
 	if reason != "" {
 		st.Conditions = []metav1.Condition{{Type: scribev1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason}}
@@ -49,6 +49,17 @@ func inPhase(phase scribev1.ExperimentPhase, reason string, edits ...func(*scrib
 		e(&st)
 	}
 	return st
+}
+
+// atStage puts the Experiment at stage n.
+func atStage(n int32) func(*scribev1.ExperimentStatus) {
+	return func(st *scribev1.ExperimentStatus) { st.Stage = n }
+}
+
+// proposed records the open pull request #7 of the stage.
+func proposed(st *scribev1.ExperimentStatus) {
+	st.Revision = ""
+	st.PullRequest = &scribev1.PullRequestStatus{Number: 7, URL: "https://github.com/acme/exp/pull/7", Head: "h7", State: "open"}
 }
 
 func following(kind, name, phase string) func(*scribev1.ExperimentStatus) {
@@ -68,6 +79,16 @@ func readTargets(applier health.State, targets ...scribev1.TargetStatus) *Target
 	v := health.Verdict{State: applier, Message: "Kustomization: " + string(applier)}
 	return &TargetsReadBack{Applier: v, Targets: targets}
 }
+
+// withTemplate adds the read-back of the validation workflow's template
+// delivery.
+func withTemplate(rb *TargetsReadBack, state health.State, msg string) *TargetsReadBack {
+	rb.Templates = []scribev1.ComponentStatus{{Name: "smoke", Delivery: "Kustomization/team/lab-smoke", Ready: state == health.Healthy, Message: msg}}
+	rb.TemplatesFailed = state == health.Failed
+	return rb
+}
+
+var loadRun = []ComponentRunRef{{Target: "load", Component: "k6", ID: scribev1.ObjectIdentity{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Namespace: "team", Name: "lab-load-k6-1a2b"}}}
 
 var bothReady = []scribev1.TargetStatus{target("app", scribev1.ExperimentReady, true, "the hub cluster"), target("load", scribev1.ExperimentReady, true, "the hub cluster")}
 
@@ -89,9 +110,22 @@ func experimentView(st scribev1.ExperimentStatus) map[string]string {
 	if st.GeneratedResources != nil {
 		gen = st.GeneratedResources.Path
 	}
+	var stages []string
+	for _, s := range st.Stages {
+		stages = append(stages, fmt.Sprintf("%d=%s", s.Stage, s.Commit))
+	}
+	var runs []string
+	for _, r := range st.Runs {
+		runs = append(runs, fmt.Sprintf("%s/%s %s", r.Target, r.Component, r.Phase))
+	}
+	pr := ""
+	if st.PullRequest != nil {
+		pr = fmt.Sprintf("#%d %s", st.PullRequest.Number, st.PullRequest.State)
+	}
 	return map[string]string{
 		"phase": string(st.Phase), "revision": st.Revision, "digest": st.Digest, "workflow": wf,
-		"targets": strings.Join(targets, ","), "generated": gen,
+		"targets": strings.Join(targets, ","), "generated": gen, "stage": fmt.Sprint(st.Stage),
+		"stages": strings.Join(stages, ","), "runs": strings.Join(runs, ","), "pr": pr,
 	}
 }
 
@@ -111,9 +145,9 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 		events  []string
 	}{
 		// 1. A new Experiment is Pending; one finished at this generation stays.
-		{name: "new Experiment: Pending, then render",
+		{name: "new Experiment: Pending, then render stage 1",
 			spec: lab(), status: scribev1.ExperimentStatus{},
-			kind: ExperimentRender, fields: fields{"phase": "Pending", "revision": ""},
+			kind: ExperimentRender, fields: fields{"phase": "Pending", "revision": "", "stage": "1"},
 			marks:  []string{"Reconciling=True/Progressing", "Ready=Unknown/Progressing"},
 			events: []string{"Pending: waiting for the first render"}},
 		{name: "Complete at this generation: nothing to read back",
@@ -128,29 +162,112 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 		{name: "Failed on a cluster: not terminal, the targets are read again",
 			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonClusterFailed), obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation},
 			kind: ExperimentReadTargets, fields: fields{"phase": "Failed"}},
-		{name: "Complete, new generation with the same render: stays Complete",
-			spec: lab(), status: inPhase(scribev1.ExperimentComplete, ""), obs: ExperimentObservations{NewGeneration: true, Rendered: rendered("d1"), Workflow: validation},
-			kind: ExperimentWait, fields: fields{"phase": "Complete", "revision": "c1"}},
-		{name: "workflow failed, new generation with the same render: stays Failed",
-			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonWorkflowFailed), obs: ExperimentObservations{NewGeneration: true, Rendered: rendered("d1"), Workflow: validation},
-			kind: ExperimentWait, fields: fields{"phase": "Failed"}},
-		{name: "Complete, new generation: rendered again",
-			spec: lab(), status: inPhase(scribev1.ExperimentComplete, ""), obs: ExperimentObservations{NewGeneration: true},
-			kind: ExperimentRender, fields: fields{"phase": "Complete"}},
+		{name: "Complete, new generation: back to stage 3, so new runs wait for new evidence",
+			spec: lab(), status: inPhase(scribev1.ExperimentComplete, ""), obs: ExperimentObservations{NewGeneration: true, Rendered: rendered("d1"), RenderedStage: 4, Workflow: validation},
+			kind: ExperimentRender, fields: fields{"phase": "Provisioning", "revision": "", "stage": "3"},
+			events: []string{"Provisioning: the spec changed: committing stage 3 (workflow templates) again before new runs"}},
+		{name: "workflow failed, new generation: back to stage 3",
+			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonWorkflowFailed, following("Workflow", "lab-validation-old", "Failed")), obs: ExperimentObservations{NewGeneration: true},
+			kind: ExperimentRender, fields: fields{"phase": "Provisioning", "stage": "3", "workflow": ""},
+			events: []string{"Provisioning: the spec changed: committing stage 3 (workflow templates) again before new runs"}},
+		{name: "new generation before the runs: the stage is rendered again",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2)), obs: ExperimentObservations{NewGeneration: true},
+			kind: ExperimentRender, fields: fields{"phase": "Provisioning", "stage": "2", "revision": "c1"}},
 
-		// 2. Commit: the digest is saved with an empty revision, then pushed.
-		{name: "new render: its digest is saved with an empty revision, then committed",
-			spec: lab(), status: inPhase(scribev1.ExperimentComplete, ""), obs: ExperimentObservations{NewGeneration: true, Rendered: rendered("d2"), Workflow: validation},
-			kind: ExperimentCommit, save: true, fields: fields{"revision": "", "digest": "d2", "phase": "Complete"}},
-		{name: "first render: committed",
-			spec: lab(), status: scribev1.ExperimentStatus{Phase: scribev1.ExperimentPending}, obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation},
-			kind: ExperimentCommit, save: true, fields: fields{"revision": "", "digest": "d1"}},
-		{name: "committed: Provisioning starts over, the old workflow forgotten, Stalled removed",
-			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonWorkflowFailed, following("Workflow", "lab-validation-old", "Failed"), func(st *scribev1.ExperimentStatus) { st.Revision = "" }),
-			obs:  ExperimentObservations{NewGeneration: true, Rendered: rendered("d2"), Workflow: validation, Commit: "c2"},
-			kind: ExperimentReadTargets, fields: fields{"phase": "Provisioning", "revision": "c2", "digest": "d2", "workflow": "", "generated": generatedAt.Path},
+		// 2. Commit: the stage and its digest are saved with an empty revision, then pushed.
+		{name: "new render of stage 3: its digest is saved with an empty revision, then committed",
+			spec: lab(), status: inPhase(scribev1.ExperimentComplete, ""), obs: ExperimentObservations{NewGeneration: true, Rendered: rendered("d2"), RenderedStage: 3, Workflow: validation},
+			kind: ExperimentCommit, save: true, fields: fields{"revision": "", "digest": "d2", "phase": "Provisioning", "stage": "3"},
+			events: []string{"Provisioning: the spec changed: committing stage 3 (workflow templates) again before new runs"}},
+		{name: "first render: stage 1 committed",
+			spec: lab(), status: scribev1.ExperimentStatus{Phase: scribev1.ExperimentPending}, obs: ExperimentObservations{Rendered: rendered("d1"), RenderedStage: 1},
+			kind: ExperimentCommit, save: true, fields: fields{"revision": "", "digest": "d1", "stage": "1"}},
+		{name: "a render of another stage is not committed: rendered again",
+			spec: lab(), status: scribev1.ExperimentStatus{Phase: scribev1.ExperimentPending}, obs: ExperimentObservations{Rendered: rendered("d1"), RenderedStage: 2},
+			kind: ExperimentRender, fields: fields{"revision": "", "stage": "1"}},
+		{name: "committed: recorded as the stage's commit, Provisioning starts over, the old workflow forgotten, Stalled removed",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ReasonWorkflowFailed, following("Workflow", "lab-validation-old", "Failed"), func(st *scribev1.ExperimentStatus) {
+				st.Revision, st.Stage = "", 3
+				st.Stages = []scribev1.StageStatus{{Stage: 1, Commit: "a1"}, {Stage: 2, Commit: "a2"}, {Stage: 3, Commit: "a3"}, {Stage: 4, Commit: "a4"}}
+			}),
+			obs:  ExperimentObservations{Rendered: rendered("d2"), RenderedStage: 3, Commit: "c2"},
+			kind: ExperimentReadTargets, fields: fields{"phase": "Provisioning", "revision": "c2", "digest": "d2", "workflow": "", "generated": generatedAt.Path, "stages": "1=a1,2=a2,3=c2"},
 			marks:  []string{"-Stalled"},
-			events: []string{"Provisioning: published c2; waiting for the applier and the target clusters"}},
+			events: []string{"StageCommitted: stage 3 (workflow templates) of 4 committed c2"}},
+		{name: "committed after a failed apply: Provisioning again",
+			spec: lab(), status: inPhase(scribev1.ExperimentFailed, ReasonApplyFailed, func(st *scribev1.ExperimentStatus) { st.Revision, st.Stage = "", 2 }),
+			obs:  ExperimentObservations{Rendered: rendered("d2"), RenderedStage: 2, Commit: "c2"},
+			kind: ExperimentReadTargets, fields: fields{"phase": "Provisioning", "revision": "c2", "stages": "2=c2"},
+			marks:  []string{"-Stalled"},
+			events: []string{"StageCommitted: stage 2 (components) of 4 committed c2", "Provisioning: stage 2 (components) committed c2; waiting for the applier and the target clusters"}},
+		{name: "restarted after the push, before the commit was recorded: the same bundle is published again",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), func(st *scribev1.ExperimentStatus) { st.Revision = "" }),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), RenderedStage: 2},
+			kind: ExperimentCommit, save: true, fields: fields{"revision": "", "digest": "d1", "stage": "2"}},
+
+		// Pull requests: each stage proposed, the next after the merge.
+		{name: "pull requests: the stage is proposed, its intent saved",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), func(st *scribev1.ExperimentStatus) { st.Revision = "" }),
+			obs:  ExperimentObservations{PullRequests: true, Rendered: rendered("d1"), RenderedStage: 2},
+			kind: ExperimentPropose, save: true, fields: fields{"revision": "", "stage": "2"}},
+		{name: "pull requests: proposed, recorded, the forge asked",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), func(st *scribev1.ExperimentStatus) { st.Revision = "" }),
+			obs: ExperimentObservations{PullRequests: true, Rendered: rendered("d1"), RenderedStage: 2,
+				Proposed: &Proposed{PullRequest: scribev1.PullRequestStatus{Number: 7, URL: "https://github.com/acme/exp/pull/7", Head: "h7", State: "open"}}},
+			kind: ExperimentReadPullRequest, fields: fields{"revision": "", "pr": "#7 open"},
+			events: []string{"PullRequestOpened: proposed stage 2 (components) in https://github.com/acme/exp/pull/7"}},
+		{name: "pull requests: open, waiting for the merge",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), proposed),
+			obs:  ExperimentObservations{PullRequests: true, Rendered: rendered("d1"), RenderedStage: 2, PullRequest: &PullRequestState{State: "open"}},
+			kind: ExperimentWait, requeue: poll, fields: fields{"revision": "", "pr": "#7 open", "stage": "2"},
+			marks: []string{"Reconciling=True/AwaitingMerge", "Ready=False/AwaitingMerge"}},
+		{name: "pull requests: merged, the merge is the stage's commit",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), proposed),
+			obs:  ExperimentObservations{PullRequests: true, Rendered: rendered("d1"), RenderedStage: 2, PullRequest: &PullRequestState{State: "closed", Merged: true, Revision: "m7", MergedBy: "forge"}},
+			kind: ExperimentReadTargets, fields: fields{"revision": "m7", "pr": "#7 merged", "stages": "2=m7"},
+			marks:  []string{"-Stalled"},
+			events: []string{"PullRequestMerged: pull request #7 of stage 2 (components) merged as m7 (recognised by forge)", "StageCommitted: stage 2 (components) of 4 merged as m7"}},
+		{name: "pull requests: closed without merging, Stalled",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2), proposed),
+			obs:  ExperimentObservations{PullRequests: true, Rendered: rendered("d1"), RenderedStage: 2, PullRequest: &PullRequestState{State: "closed"}},
+			kind: ExperimentWait, requeue: 30 * time.Second, fields: fields{"revision": "", "stage": "2"},
+			marks: []string{"Ready=False/PullRequestClosed", "Stalled=True/PullRequestClosed"}},
+
+		// Stages: each moves on only on its evidence.
+		{name: "stage 1 applied, every cluster ready: stage 2 is the intent",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(1)), obs: ExperimentObservations{Rendered: rendered("d1"), Targets: readTargets(health.Healthy, bothReady...)},
+			kind: ExperimentRender, fields: fields{"phase": "Provisioning", "stage": "2", "revision": ""},
+			marks: []string{"Reconciling=True/Progressing", "Ready=False/Progressing"}},
+		{name: "stage 1 applied, a cluster not ready: stays at stage 1",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(1)),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Targets: readTargets(health.Healthy, bothReady[0], target("load", scribev1.ExperimentProvisioning, false, "HelmRelease lab-load: installing"))},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Provisioning", "stage": "1", "revision": "c1"},
+			marks: []string{"Reconciling=True/Provisioning", "Ready=False/Provisioning"}},
+		{name: "stage 2 not applied yet: stays at stage 2",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2)), obs: ExperimentObservations{Rendered: rendered("d1"), Targets: readTargets(health.Pending, bothReady...)},
+			kind: ExperimentWait, requeue: poll, fields: fields{"stage": "2", "revision": "c1"},
+			marks: []string{"Reconciling=True/ApplyPending", "Ready=False/ApplyPending"}},
+		{name: "stage 3 applied, the template not delivered: Provisioning with the reason, no runs",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(3)),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Targets: withTemplate(readTargets(health.Healthy, bothReady...), health.Pending, "not created yet")},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Provisioning", "stage": "3", "revision": "c1"},
+			marks: []string{"Reconciling=True/WaitingForWorkflowTemplate", "Ready=False/WaitingForWorkflowTemplate"}},
+		{name: "stage 3 applied, the template delivery failed: Failed, and read again",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(3)),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Targets: withTemplate(readTargets(health.Healthy, bothReady...), health.Failed, "kustomization path not found")},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed", "stage": "3"},
+			marks:  []string{"Ready=False/ComponentFailed", "Stalled=True/ComponentFailed"},
+			events: []string{"Warning Failed: workflow template delivery failed: smoke (Kustomization/team/lab-smoke: kustomization path not found)"}},
+		{name: "stage 3 applied, targets ready, the template delivered: stage 4 is the intent",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(3)),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Targets: withTemplate(readTargets(health.Healthy, bothReady...), health.Healthy, "Applied revision: v1")},
+			kind: ExperimentRender, fields: fields{"stage": "4", "revision": ""},
+			marks: []string{"Reconciling=True/Progressing", "Ready=False/Progressing"}},
+		{name: "stage 3 applied, the template delivered, a target not ready: stays at stage 3",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(3)),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Targets: withTemplate(readTargets(health.Healthy, bothReady[0], target("load", scribev1.ExperimentProvisioning, true, "waiting for components k6")), health.Healthy, "")},
+			kind: ExperimentWait, requeue: poll, fields: fields{"stage": "3", "revision": "c1"},
+			marks: []string{"Reconciling=True/Provisioning", "Ready=False/Provisioning"}},
 
 		// 3. Provisioning: the commit applied and every target ready.
 		{name: "apply failed: Failed, and read again",
@@ -262,10 +379,34 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 			spec: lab(), status: inPhase(scribev1.ExperimentRunning, ""), obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Run: workflowRun(health.Pending, health.ReasonProgressing, "Running", -time.Minute), CompleteRequested: true},
 			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Running"},
 			marks: []string{"Reconciling=True/WorkflowRunning"}},
+		// Workflow components' runs.
+		{name: "a load generator's Workflow failed: Failed for good, with its message",
+			spec: lab(), status: inPhase(scribev1.ExperimentRunning, ""),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Runs: loadRun, Run: workflowRun(health.Pending, health.ReasonProgressing, "Running", -time.Minute),
+				ComponentRuns: []WorkflowRun{*workflowRun(health.Failed, "", "Failed", -time.Minute)}},
+			kind: ExperimentWait, fields: fields{"phase": "Failed", "runs": "load/k6 Failed"},
+			marks:  []string{"Ready=False/WorkflowFailed", "Stalled=True/WorkflowFailed"},
+			events: []string{"Warning Failed: workflow component k6 of target load: Workflow lab-load-k6-1a2b failed: Failed"}},
+		{name: "only load generators, all succeeded: Complete",
+			spec: lab(noWorkflow), status: inPhase(scribev1.ExperimentRunning, ""),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Runs: loadRun, Run: &WorkflowRun{}, ComponentRuns: []WorkflowRun{*workflowRun(health.Healthy, "", "Succeeded", -time.Minute)}},
+			kind: ExperimentWait, fields: fields{"phase": "Complete", "runs": "load/k6 Succeeded"},
+			marks:  []string{"Ready=True/Succeeded", "-Reconciling", "-Stalled"},
+			events: []string{"Complete: every workflow component's Workflow succeeded"}},
+		{name: "only load generators, one running: Running",
+			spec: lab(noWorkflow), status: inPhase(scribev1.ExperimentReady, ""),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Runs: loadRun, Run: &WorkflowRun{}, ComponentRuns: []WorkflowRun{*workflowRun(health.Pending, health.ReasonProgressing, "Running", -time.Minute)}},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Running"},
+			marks:  []string{"Reconciling=True/WorkflowRunning"},
+			events: []string{"Running: Workflows lab-load-k6-1a2b are running"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := tc.obs
 			obs.Poll = poll
+			if obs.Rendered != nil && obs.RenderedStage == 0 {
+				// Rendered at the status's stage unless the case says otherwise.
+				obs.RenderedStage = tc.status.Stage
+			}
 			before := tc.status.DeepCopy()
 			got, act := DecideExperiment(tc.spec, tc.status, obs, t0)
 			if act.Kind != tc.kind || act.SaveIntent != tc.save || act.Requeue != tc.requeue {
@@ -282,23 +423,30 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 
 func TestDecideExperimentWalksANewExperimentToCompleteOneObservationAtATime(t *testing.T) {
 	// Reconciles as the reconciler runs them: each carries out the actions
-	// asked for until a wait; the next starts with fresh observations.
+	// asked for until a wait; a render resets what follows it, and the next
+	// reconcile starts with fresh observations.
 	spec := lab()
 	st := scribev1.ExperimentStatus{}
 	var got []string
 	reconcile := func() {
 		obs := ExperimentObservations{Poll: poll}
-		for range maxDecisions {
+		for range maxExperimentDecisions {
 			var act ExperimentAction
 			st, act = DecideExperiment(spec, st, obs, t0)
 			got = append(got, string(act.Kind))
 			switch act.Kind {
 			case ExperimentRender:
-				obs.Rendered, obs.Workflow = rendered("d1"), validation
+				obs = ExperimentObservations{Poll: poll, Rendered: rendered(fmt.Sprintf("d%d", st.Stage)), RenderedStage: st.Stage}
+				if st.Stage == scribev1.StageWorkflow {
+					obs.Workflow = validation
+				}
 			case ExperimentCommit:
-				obs.Commit = "c1"
+				obs.Commit = fmt.Sprintf("c%d", st.Stage)
 			case ExperimentReadTargets:
 				obs.Targets = readTargets(health.Healthy, bothReady...)
+				if st.Stage >= scribev1.StageWorkflowTemplates {
+					withTemplate(obs.Targets, health.Healthy, "")
+				}
 			case ExperimentReadWorkflow:
 				obs.Run = workflowRun(health.Healthy, "", "Succeeded", -time.Minute)
 			default:
@@ -306,13 +454,16 @@ func TestDecideExperimentWalksANewExperimentToCompleteOneObservationAtATime(t *t
 				return
 			}
 		}
-		t.Fatalf("no wait after %d decisions: %v", maxDecisions, got)
+		t.Fatalf("no wait after %d decisions: %v", maxExperimentDecisions, got)
 	}
-	reconcile() // Pending → committed → Provisioning → Ready
+	reconcile() // Pending → stage 1 … stage 4 committed, each on its read-back → Ready
 	reconcile() // Ready → Complete
 	reconcile() // Complete at this generation: nothing to do
-	want := "Render Commit ReadTargets Wait Ready Render ReadWorkflow Wait Complete Wait Complete"
+	want := "Render Commit ReadTargets Render Commit ReadTargets Render Commit ReadTargets Render Commit ReadTargets Wait Ready Render ReadWorkflow Wait Complete Wait Complete"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("reconciles %q, want %q", strings.Join(got, " "), want)
+	}
+	if v := experimentView(st); v["stages"] != "1=c1,2=c2,3=c3,4=c4" || v["revision"] != "c4" {
+		t.Fatalf("stages %s, revision %s", v["stages"], v["revision"])
 	}
 }

@@ -143,6 +143,10 @@ type Experiment struct {
 	// OTELEndpoint is the OTLP endpoint targets ship telemetry to, when the
 	// cluster names one.
 	OTELEndpoint string `json:"otelEndpoint,omitempty"`
+	// Stage is the commit stage to render, 1 to 4 (see
+	// v1alpha1.ExperimentStatus.Stage): each stage's tree holds the
+	// previous stage's and what the stage adds; stage 4 is the final tree.
+	Stage int32 `json:"stage"`
 }
 
 // TargetInput is what the render resolved for one target.
@@ -184,8 +188,23 @@ type ReadBack struct {
 	// Targets are an Experiment's targets, in spec order.
 	Targets []TargetReadBack `json:"targets,omitempty"`
 	// Workflow is an Experiment's validation run (Argo Workflow or Testkube
-	// TestWorkflowExecution), when it has one.
+	// TestWorkflowExecution), when it has one and the stage renders it.
 	Workflow *ObjectRef `json:"workflow,omitempty"`
+	// Templates are an Experiment's workflow template deliveries (the
+	// validation workflow's, then each workflow component's), when the
+	// stage renders them.
+	Templates []ComponentReadBack `json:"templates,omitempty"`
+	// Runs are the Workflows of an Experiment's workflow components (load
+	// generators), when the stage renders them.
+	Runs []RunReadBack `json:"runs,omitempty"`
+}
+
+// RunReadBack is the Workflow of one workflow component.
+type RunReadBack struct {
+	// Target and Component name the workflow component.
+	Target    string    `json:"target"`
+	Component string    `json:"component"`
+	Workflow  ObjectRef `json:"workflow"`
 }
 
 // VersionDeployment is the Deployment of one Workload version.

@@ -137,8 +137,8 @@ func printProgress(ctx context.Context, s *Stack, ns, workload, experiment strin
 					comps = append(comps, fmt.Sprintf("%s/%s ready=%v", ts.Name, c.Name, c.Ready))
 				}
 			}
-			show("Experiment "+ns+"/"+experiment, fmt.Sprintf("phase=%-12s commit=%-7s applied=%-7s %s",
-				e.Status.Phase, short(e.Status.Revision), applied(scribev1.ExperimentKind, experiment), strings.Join(comps, " ")))
+			show("Experiment "+ns+"/"+experiment, fmt.Sprintf("phase=%-12s stage=%d commit=%-7s applied=%-7s %s",
+				e.Status.Phase, e.Status.Stage, short(e.Status.Revision), applied(scribev1.ExperimentKind, experiment), strings.Join(comps, " ")))
 		}
 		select {
 		case <-ctx.Done():

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/crds"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // hubExperiment delivers one catalog app to the hub, without a workflow.
@@ -139,4 +145,151 @@ func testBrokenComponentPath(t *testing.T, applier scribev1.ApplierKind) {
 		t.Fatalf("the target does not carry %s's error: %+v", applier, ts)
 	}
 	t.Logf("Failed: %s", ready.Message)
+}
+
+// TestLoopHubExperimentCommitsItsStagesInOrder: a hub Experiment whose
+// validation workflow's template comes from the catalog repository walks
+// its four stages commit by commit through real Flux: each commit is made
+// only after Flux applied the previous one and what it delivered is ready
+// (the component's ConfigMap, then the WorkflowTemplate), so the Workflow
+// reaches the apiserver after its WorkflowTemplate. Argo Workflows does not
+// run here: the test reports the Workflow's phase as its controller does.
+func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
+	ns := "staged"
+	s := newLoop(t, ns)
+	ctx := context.Background()
+	files, err := crds.Files(ctx, "argo-workflows")
+	if err != nil {
+		t.Skipf("Argo Workflows CRDs (set SCRIBE_CRDS_DIR): %v", err)
+	}
+	var argo []string
+	for _, f := range files {
+		if b := filepath.Base(f); b == "argoproj.io_workflows.yaml" || b == "argoproj.io_workflowtemplates.yaml" {
+			argo = append(argo, f)
+		}
+	}
+	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Paths: argo, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}); err != nil {
+		t.Fatalf("install Argo Workflows CRDs: %v", err)
+	}
+	exp := hubExperiment(ns, "gateway-staged", "demo-services")
+	exp.Spec.Workflow = &scribev1.ExperimentWorkflow{Engine: scribev1.EngineArgo, Template: "gateway-validation"}
+	if err := s.Client.Create(ctx, exp); err != nil {
+		t.Fatal(err)
+	}
+	ks := types.NamespacedName{Namespace: "flux-system", Name: "experiment-" + ns + "-" + exp.Name}
+
+	// Watch the walk: whenever a stage's commit is recorded, Flux has
+	// applied the previous stage's commit (or this one).
+	applied := func() string {
+		k := &kustomizev1.Kustomization{}
+		if err := s.Client.Get(ctx, ks, k); err != nil {
+			return ""
+		}
+		_, sha, _ := strings.Cut(k.Status.LastAppliedRevision, "@sha1:")
+		return sha
+	}
+	seen := map[int32]string{}
+	var violations []string
+	walked := func(e *scribev1.Experiment) bool {
+		if e.Status.Revision != "" && seen[e.Status.Stage] == "" {
+			seen[e.Status.Stage] = e.Status.Revision
+			if e.Status.Stage > scribev1.StageClusters {
+				prev := ""
+				for _, st := range e.Status.Stages {
+					if st.Stage == e.Status.Stage-1 {
+						prev = st.Commit
+					}
+				}
+				if got := applied(); got != prev && got != e.Status.Revision {
+					violations = append(violations, fmt.Sprintf("stage %d committed while Flux had applied %.12s, not stage %d's %.12s", e.Status.Stage, got, e.Status.Stage-1, prev))
+				}
+			}
+		}
+		return e.Status.Stage == scribev1.StageWorkflow && e.Status.Phase == scribev1.ExperimentReady
+	}
+	e := &scribev1.Experiment{}
+	poll(t, 6*time.Minute, "the Experiment Ready at stage 4", func() (bool, string) {
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
+			return false, err.Error()
+		}
+		return walked(e), fmt.Sprintf("stage %d: %s", e.Status.Stage, describeExperiment(e))
+	})
+	if len(violations) > 0 {
+		t.Fatal(strings.Join(violations, "\n"))
+	}
+	if len(e.Status.Stages) != 4 {
+		t.Fatalf("status.stages = %+v", e.Status.Stages)
+	}
+
+	// The commit sequence on the branch: one Scribe commit per stage, in
+	// order, each adding what its stage adds.
+	work := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
+	out := publishtest.Git(t, work, "log", "--reverse", "--format=%H", "--grep=Scribe-Object: Experiment/"+ns+"/"+exp.Name)
+	commits := strings.Fields(out)
+	var want []string
+	for _, st := range e.Status.Stages {
+		want = append(want, st.Commit)
+	}
+	if !slices.Equal(commits, want) {
+		t.Fatalf("Scribe's commits on the branch %v, want the four stages' %v", commits, want)
+	}
+	dir := SyncPath + "/" + ns + "/experiment/" + exp.Name + "/"
+	has := func(commit, file string) bool {
+		_, err := publishtest.RunGit(work, "cat-file", "-e", commit+":"+dir+file)
+		return err == nil
+	}
+	var wf string
+	for _, o := range e.Status.GeneratedResources.Objects {
+		if o.Kind == "Workflow" {
+			wf = o.Name
+		}
+	}
+	for i, c := range commits {
+		stage := i + 1
+		for file, from := range map[string]int{
+			"kustomization-" + exp.Name + "-app-demo-services.yaml":  2,
+			"kustomization-" + exp.Name + "-gateway-validation.yaml": 3,
+			"workflow-" + wf + ".yaml":                               4,
+		} {
+			if got := has(c, file); got != (stage >= from) {
+				t.Errorf("stage %d's commit %.12s has %s: %v", stage, c, file, got)
+			}
+		}
+	}
+
+	// Flux applied each: the component, the WorkflowTemplate, the Workflow,
+	// the template older than the Workflow.
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo-apps", Name: "demo-services"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the component's ConfigMap: %v", err)
+	}
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetAPIVersion("argoproj.io/v1alpha1")
+	tmpl.SetKind("WorkflowTemplate")
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gateway-validation"}, tmpl); err != nil {
+		t.Fatalf("the WorkflowTemplate Flux delivered at stage 3: %v", err)
+	}
+	run := &unstructured.Unstructured{}
+	run.SetAPIVersion("argoproj.io/v1alpha1")
+	run.SetKind("Workflow")
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: wf}, run); err != nil {
+		t.Fatalf("the Workflow Flux applied at stage 4: %v", err)
+	}
+	if created, ran := tmpl.GetCreationTimestamp(), run.GetCreationTimestamp(); ran.Before(&created) {
+		t.Fatalf("the Workflow (%s) is older than its WorkflowTemplate (%s)", run.GetCreationTimestamp(), tmpl.GetCreationTimestamp())
+	}
+	if ref, _, _ := unstructured.NestedString(run.Object, "spec", "workflowTemplateRef", "name"); ref != "gateway-validation" {
+		t.Fatalf("the Workflow references %q", ref)
+	}
+
+	// Argo Workflows reports the run succeeded (the Workflow CRD has no
+	// status subresource: its controller updates the object).
+	run.Object["status"] = map[string]any{"phase": "Succeeded", "startedAt": time.Now().UTC().Format(time.RFC3339), "finishedAt": time.Now().UTC().Format(time.RFC3339)}
+	if err := s.Client.Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	e = waitExperiment(t, s, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
+		return e.Status.Phase == scribev1.ExperimentComplete
+	})
+	t.Logf("stages: %+v", e.Status.Stages)
 }
