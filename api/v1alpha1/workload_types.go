@@ -326,11 +326,36 @@ type Rollout struct {
 	// +optional
 	Analysis *Analysis `json:"analysis,omitempty"`
 
-	// Promotion: auto commits each step; pullRequest opens a pull request per step.
+	// Promotion: auto commits each step; pullRequest opens a pull request
+	// per step. pullRequest needs the Repository's spec.git.pullRequest:
+	// without it the Workload is Stalled (PullRequestsNotConfigured), never
+	// committed directly.
 	// +kubebuilder:default=auto
 	// +optional
 	Promotion PromotionMode `json:"promotion,omitempty"`
+
+	// Rollback: how a rollback (failed step or analysis) reaches the
+	// repository. direct (the default) commits it at once, whatever the
+	// promotion: a rollback is an emergency, and its commit message says
+	// why. pullRequest opens a pull request for it like any step, and the
+	// traffic stays on the failed version until someone merges it; it
+	// needs the Repository's spec.git.pullRequest.
+	// +kubebuilder:default=direct
+	// +optional
+	Rollback RollbackMode `json:"rollback,omitempty"`
 }
+
+// RollbackMode is how a rollback reaches the repository.
+// +kubebuilder:validation:Enum=direct;pullRequest
+type RollbackMode string
+
+// Rollback modes.
+const (
+	// RollbackDirect commits the rollback to the branch at once.
+	RollbackDirect RollbackMode = "direct"
+	// RollbackPullRequest opens a pull request for the rollback.
+	RollbackPullRequest RollbackMode = "pullRequest"
+)
 
 // RolloutStrategy is how a new version takes over traffic.
 // +kubebuilder:validation:Enum=canary;blueGreen;rolling

@@ -36,6 +36,7 @@ type renderFlags struct {
 	fluxSecret     string
 	serviceAccount string
 	allowedNS      []string
+	catalogSource  catalogSourceFlags
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -54,6 +55,7 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.serviceAccount, "service-account", "", "Flux: service account every rendered Kustomization and HelmRelease applied on the hub runs as (a Repository's spec.applier.serviceAccountName)")
 	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	f.catalogSource.register(fl)
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -107,6 +109,10 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	catalogSource, err := f.catalogSource.source()
+	if err != nil {
+		return nil, err
+	}
 	// User catalogs are code from someone else: evaluated first in a
 	// bounded child process (see render.CatalogBound).
 	engine, _ := ctx.Value(engineKey{}).(*render.Engine)
@@ -154,7 +160,7 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 				if ctx.Err() != nil {
 					continue
 				}
-				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}})
+				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource}})
 			}
 		})
 	}
