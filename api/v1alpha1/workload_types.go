@@ -434,7 +434,13 @@ type Check struct {
 	// Address of the Prometheus server.
 	// +optional
 	Address string `json:"address,omitempty"`
-	// Query in PromQL; `{{version}}` is replaced with the version's name.
+	// Query in PromQL, run as an instant query (GET /api/v1/query) at each
+	// analysis round. Before it runs, `{{version}}` is replaced with the
+	// name of the version under analysis, `{{namespace}}` with the
+	// Workload's namespace and `{{workload}}` with its name (for example
+	// `sum(rate(http_requests_total{namespace="{{namespace}}",version="{{version}}",code=~"5.."}[1m]))`);
+	// any other `{{...}}` fails the check, naming it. The first sample of
+	// the result must lie within [min, max].
 	// +optional
 	Query string `json:"query,omitempty"`
 	// Min of the accepted range, a decimal number.

@@ -234,6 +234,9 @@ func (f *fixture) playExperimentApplied(t *testing.T, exp, commit string) {
 
 func (f *fixture) startExperimentController(t *testing.T) {
 	t.Helper()
+	if f.repo.Spec.Catalog == nil {
+		f.publishCatalog(t) // the built-in components are delivered from it
+	}
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}

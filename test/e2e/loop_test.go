@@ -153,8 +153,6 @@ func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 			Git:     &scribev1.GitRepositorySpec{URL: s.RepoURL, Branch: "main", Path: SyncPath},
 			Applier: scribev1.ApplierSpec{Kind: "Flux", Namespace: "flux-system", Name: "scribe"},
 			Catalog: catalogRef(),
-			// The loop's catalog installs into demo-apps.
-			AllowedNamespaces: []string{"demo-apps"},
 		},
 	}
 	if err := s.Client.Create(ctx, repo); err != nil {
