@@ -21,7 +21,7 @@ import (
 // entry is a built-in catalog entry, as the tests need it.
 type entry struct {
 	name, kind, namespace, workflowTemplate string
-	source                                 map[string]any
+	source                                  map[string]any
 	// params are the entry's #Params with their defaults and, for
 	// required ones, an example value: what Flux substitutes.
 	params map[string]string

@@ -64,7 +64,10 @@ func TestCatalogComponentsAreDeliveredFromThePublishedCatalog(t *testing.T) {
 			}
 			var got []string
 			for _, o := range renderedObjects(t, b) {
-				md := o["metadata"].(map[string]any)
+				md, _ := o["metadata"].(map[string]any)
+				if md == nil {
+					continue // the directory's kustomization.yaml
+				}
 				spec, _ := o["spec"].(map[string]any)
 				switch name, _ := md["name"].(string); {
 				case strings.HasPrefix(name, "experiment-"):
