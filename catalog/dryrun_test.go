@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,7 +31,10 @@ func TestShippedManifestsPassServerSideDryRun(t *testing.T) {
 		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
 	}
 	files := crdstest.Files(t, "argo-workflows", "testkube")
-	env := &envtest.Environment{CRDDirectoryPaths: files, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{CRDDirectoryPaths: files, ErrorIfCRDPathMissing: true,
+		// The Argo Workflows CRDs are large: on a loaded machine they take
+		// longer than the default 10 s to be served.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 3 * time.Minute}}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver: %v", err)
@@ -40,6 +44,8 @@ func TestShippedManifestsPassServerSideDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An unknown or duplicate field is an error, not a warning.
+	c = client.WithFieldValidation(c, metav1.FieldValidationStrict)
 	ctx := context.Background()
 
 	kinds := map[string]int{}
