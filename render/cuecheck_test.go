@@ -126,4 +126,5 @@ func TestCUEContractRefusesWhatGoCannotEncode(t *testing.T) {
 
 // internalTestResolved places the catalog's own components in a published
 // catalog (the render_test package's testResolved).
-var internalTestResolved = Resolved{Catalog: &CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "scribe-catalog", Path: "."}}
+var internalTestResolved = Resolved{Catalog: &CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "scribe-catalog", Path: ".",
+	URL: "https://git.example.com/platform/catalog.git", Revision: "v0.1.0"}}

@@ -188,4 +188,5 @@ func TestRenderAcceptsNumbersAsEncodingJSONDecodesThem(t *testing.T) {
 // testResolved places the catalog's own components (the built-in app,
 // config and workflow entries) in a published catalog, as a Repository's
 // spec.catalog does.
-var testResolved = render.Resolved{Catalog: &render.CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "scribe-catalog", Path: "."}}
+var testResolved = render.Resolved{Catalog: &render.CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "scribe-catalog", Path: ".",
+	URL: "https://git.example.com/platform/catalog.git", Revision: "v0.1.0"}}
