@@ -438,6 +438,7 @@ func TestExperimentComponentFailed(t *testing.T) {
 func TestExperimentMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
 	f := newFixture(t)
 	expInstallCRDs(t, f, argoWorkflowCRD)
+	f.publishCatalog(t)
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
