@@ -450,15 +450,15 @@ func promotesByPullRequest(w *scribev1.Workload) bool {
 // through a pull request: a rollback's as spec.rollout.rollback says
 // (direct by default), any other commit's as spec.rollout.promotion says.
 func throughPullRequest(w *scribev1.Workload) bool {
-	if RollingBack(w) {
+	if rollingBack(w) {
 		return w.Spec.Rollout != nil && w.Spec.Rollout.Rollback == scribev1.RollbackPullRequest
 	}
 	return promotesByPullRequest(w)
 }
 
-// RollingBack says w's intent is a rollback: the failed canary's traffic
+// rollingBack says w's intent is a rollback: the failed canary's traffic
 // went back to the stable version.
-func RollingBack(w *scribev1.Workload) bool {
+func rollingBack(w *scribev1.Workload) bool {
 	return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.CanaryVersion == ""
 }
 

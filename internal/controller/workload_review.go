@@ -33,7 +33,7 @@ func checkPullRequests(w *scribev1.Workload, t *Target) error {
 // mode, the branch pull requests target (which the applier follows), not
 // the branch Scribe pushes proposals from.
 func (r *WorkloadReconciler) rollbackTarget(w *scribev1.Workload, t *Target) (*Target, error) {
-	if !RollingBack(w) || throughPullRequest(w) || !t.PullRequests() {
+	if !rollingBack(w) || throughPullRequest(w) || !t.PullRequests() {
 		return t, nil
 	}
 	base := baseOpts(t)

@@ -60,8 +60,12 @@ func TestWorkloadAskingForPullRequestsFromARepositoryWithoutThemIsStalled(t *tes
 // is proposed like a step, main does not move until the merge, and the
 // merge is what the Workload records.
 func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
-	for _, mode := range []scribev1.RollbackMode{"", scribev1.RollbackPullRequest} {
-		t.Run("rollback="+string(mode), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode scribev1.RollbackMode
+	}{{"direct", ""}, {"pullrequest", scribev1.RollbackPullRequest}} {
+		mode := tc.mode
+		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			gh := forgetest.NewGitHub(t)
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
