@@ -96,7 +96,7 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := e.Render(ctx, render.Input{Object: obj[0], Publish: pub})
+		b, err := e.Render(ctx, render.Input{Object: obj[0], Publish: pub, Resolved: testResolved})
 		if err != nil {
 			t.Fatalf("%s with a per-CR source: %v", file, err)
 		}

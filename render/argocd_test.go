@@ -27,7 +27,7 @@ func argoPublish() render.Publish {
 // syncDocs renders obj and returns the documents of its sync file.
 func syncDocs(t *testing.T, e *render.Engine, obj map[string]any, pub render.Publish) (*render.Bundle, []map[string]any) {
 	t.Helper()
-	b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub})
+	b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub, Resolved: testResolved})
 	if err != nil {
 		t.Fatal(err)
 	}

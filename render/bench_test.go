@@ -40,7 +40,7 @@ func benchRender(b *testing.B, fixture string, changed bool) {
 	// The first render builds the embedded schema checks of the kinds it meets.
 	warm := k8sruntime.DeepCopyJSON(base)
 	warm["metadata"].(map[string]any)["name"] = "warm"
-	if _, err := e.Render(ctx, render.Input{Object: warm, Publish: render.DefaultPublish()}); err != nil {
+	if _, err := e.Render(ctx, render.Input{Object: warm, Publish: render.DefaultPublish(), Resolved: testResolved}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -53,7 +53,7 @@ func benchRender(b *testing.B, fixture string, changed bool) {
 			obj["metadata"].(map[string]any)["name"] = fmt.Sprintf("x%d", i)
 			b.StartTimer()
 		}
-		if _, err := e.Render(ctx, render.Input{Object: obj, Publish: render.DefaultPublish()}); err != nil {
+		if _, err := e.Render(ctx, render.Input{Object: obj, Publish: render.DefaultPublish(), Resolved: testResolved}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func BenchmarkRender1000WorkloadsConcurrently(b *testing.B) {
 		objs[i] = o
 	}
 	ctx := context.Background()
-	if _, err := e.Render(ctx, render.Input{Object: base, Publish: render.DefaultPublish()}); err != nil {
+	if _, err := e.Render(ctx, render.Input{Object: base, Publish: render.DefaultPublish(), Resolved: testResolved}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -103,7 +103,7 @@ func BenchmarkRender1000WorkloadsConcurrently(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for o := range work {
-					if _, err := e.Render(ctx, render.Input{Object: o, Publish: render.DefaultPublish()}); err != nil {
+					if _, err := e.Render(ctx, render.Input{Object: o, Publish: render.DefaultPublish(), Resolved: testResolved}); err != nil {
 						select {
 						case errs <- err:
 						default:

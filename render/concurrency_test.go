@@ -28,7 +28,7 @@ func TestEngineRendersConcurrentlyAsSequentially(t *testing.T) {
 		}
 	}
 	render1 := func(e *render.Engine, o map[string]any) (string, error) {
-		b, err := e.Render(context.Background(), render.Input{Object: o, Publish: render.DefaultPublish()})
+		b, err := e.Render(context.Background(), render.Input{Object: o, Publish: render.DefaultPublish(), Resolved: testResolved})
 		if err != nil {
 			return "", err
 		}

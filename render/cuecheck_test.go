@@ -46,7 +46,7 @@ func TestCUEChecksRenderTheSameBundles(t *testing.T) {
 			if err != nil || len(objs) != 1 {
 				t.Fatalf("want one object, got %d (%v)", len(objs), err)
 			}
-			in := Input{Object: objs[0], Publish: DefaultPublish()}
+			in := Input{Object: objs[0], Publish: DefaultPublish(), Resolved: internalTestResolved}
 			want, err := fast.Render(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
@@ -123,3 +123,8 @@ func TestCUEContractRefusesWhatGoCannotEncode(t *testing.T) {
 		})
 	}
 }
+
+// internalTestResolved places the catalog's own components in a published
+// catalog (the render_test package's testResolved).
+var internalTestResolved = Resolved{Catalog: &CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "scribe-catalog", Path: ".",
+	URL: "https://git.example.com/platform/catalog.git", Revision: "v0.1.0"}}

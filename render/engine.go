@@ -21,6 +21,7 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/load"
 
+	"github.com/scribe-gitops/scribe/catalog"
 	"github.com/scribe-gitops/scribe/config/crd"
 	"github.com/scribe-gitops/scribe/schemas"
 	"github.com/scribe-gitops/scribe/templates"
@@ -164,6 +165,15 @@ func engineOverlay(catalogs []fs.FS, h interface{ Write([]byte) (int, error) }) 
 		return nil, err
 	}
 	if err := addOverlay(overlay, templates.FS, overlayRoot, h); err != nil {
+		return nil, err
+	}
+	// The built-in entries ship in the catalog directory, beside the
+	// manifests they deliver; they join templates/catalog's schema.
+	builtin, err := fs.Sub(catalog.FS, catalog.BuiltinDir)
+	if err != nil {
+		return nil, fmt.Errorf("built-in catalog: %w", err)
+	}
+	if err := addOverlay(overlay, builtin, path.Join(overlayRoot, "catalog"), h); err != nil {
 		return nil, err
 	}
 	for i, c := range catalogs {

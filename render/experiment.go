@@ -28,7 +28,7 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 	if !ok {
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
 	}
-	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish.AllowedNamespaces)
+	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish)
 	errs = append(errs, checkPublish(in.Publish)...)
 	switch {
 	case in.Stage == 0:
@@ -50,11 +50,21 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 // resolved entries and cluster facts to the template input. spec is the
 // validated spec's JSON shape, hashed into run names. allowed are the
 // namespaces besides the Experiment's own that user catalog entries may
-// install into.
-func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, allowed []string) (contract.Experiment, []FieldError) {
+// install into (pub.AllowedNamespaces). Components kept in the published
+// catalog are placed in res.Catalog for pub's applier.
+func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, pub Publish) (contract.Experiment, []FieldError) {
 	in := contract.Experiment{Metadata: metadataOf(x), Spec: x.Spec}
 	var errs []FieldError
-	ns := namespacePolicy{experiment: x.Namespace, allowed: allowed}
+	ns := namespacePolicy{experiment: x.Namespace, allowed: pub.AllowedNamespaces}
+	resolve := func(kind contract.ComponentKind, name string, params any, namePath, paramsPath string) (*contract.Resolved, []FieldError) {
+		r, ferrs := e.resolveComponent(kind, name, params, namePath, paramsPath, ns)
+		if r != nil {
+			if fe := placeCatalogSource(r, res.Catalog, pub.Applier.Kind, namePath); fe != nil {
+				return nil, append(ferrs, *fe)
+			}
+		}
+		return r, ferrs
+	}
 	for i, t := range x.Spec.Targets {
 		resolved := []contract.Resolved{}
 		for j, c := range t.Components {
@@ -69,7 +79,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 				errs = append(errs, FieldError{Path: at + ".params", Message: err.Error()})
 				continue
 			}
-			r, ferrs := e.resolveComponent(kind, name, params, at+"."+string(kind), at+".params", ns)
+			r, ferrs := resolve(kind, name, params, at+"."+string(kind), at+".params")
 			errs = append(errs, ferrs...)
 			if r != nil {
 				resolved = append(resolved, *r)
@@ -87,7 +97,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 				endpoint = "http://otel-collector.observability.svc.cluster.local:4317"
 			}
 			at := fmt.Sprintf("spec.targets[%d].observability", i)
-			r, ferrs := e.resolveComponent(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at, ns)
+			r, ferrs := resolve(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at)
 			errs = append(errs, ferrs...)
 			obs = r
 		}
@@ -96,7 +106,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 
 	if wf := x.Spec.Workflow; wf != nil {
 		if wf.Engine == "testkube" {
-			r, ferrs := e.resolveComponent(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params", ns)
+			r, ferrs := resolve(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params")
 			errs = append(errs, ferrs...)
 			in.Workflow = r
 		} else {
@@ -104,7 +114,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if err != nil {
 				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: err.Error()})
 			} else {
-				r, ferrs := e.resolveComponent(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params", ns)
+				r, ferrs := resolve(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params")
 				errs = append(errs, ferrs...)
 				in.Workflow = r
 			}

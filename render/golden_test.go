@@ -40,7 +40,7 @@ func renderFile(t testing.TB, e *render.Engine, file string) *render.Bundle {
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("%s: want one object, got %d (%v)", file, len(objs), err)
 	}
-	b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: render.DefaultPublish()})
+	b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: render.DefaultPublish(), Resolved: testResolved})
 	if err != nil {
 		t.Fatalf("render %s: %v", file, err)
 	}
@@ -174,7 +174,7 @@ func TestRenderAcceptsNumbersAsEncodingJSONDecodesThem(t *testing.T) {
 			if err := sigsyaml.Unmarshal(data, &obj); err != nil {
 				t.Fatal(err)
 			}
-			got, err := e.Render(context.Background(), render.Input{Object: obj, Publish: render.DefaultPublish()})
+			got, err := e.Render(context.Background(), render.Input{Object: obj, Publish: render.DefaultPublish(), Resolved: testResolved})
 			if err != nil {
 				t.Fatalf("render with float64 numbers: %v", err)
 			}
@@ -184,3 +184,9 @@ func TestRenderAcceptsNumbersAsEncodingJSONDecodesThem(t *testing.T) {
 		})
 	}
 }
+
+// testResolved places the catalog's own components (the built-in app,
+// config and workflow entries) in a published catalog, as a Repository's
+// spec.catalog does.
+var testResolved = render.Resolved{Catalog: &render.CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "scribe-catalog", Path: ".",
+	URL: "https://git.example.com/platform/catalog.git", Revision: "v0.1.0"}}

@@ -106,6 +106,11 @@ type Resolved struct {
 	OTELEndpoint string `json:"otelEndpoint,omitempty"`
 	// GCPProject is the GCP project of gke and talos clusters.
 	GCPProject string `json:"gcpProject,omitempty"`
+	// Catalog is where the catalog is published (the Repository's
+	// spec.catalog source), or nil: components whose entry's source is
+	// `type: "catalog"` (the built-in app, config and workflow entries)
+	// need it.
+	Catalog *CatalogSource `json:"catalog,omitempty"`
 }
 
 // ObjectFromClient converts a typed custom resource into the JSON shape of Input.Object.

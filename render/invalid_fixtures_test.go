@@ -35,7 +35,7 @@ func TestInvalidFixturesAreRefusedByTheEngine(t *testing.T) {
 				if len(objs) != 1 {
 					t.Fatalf("want one object, got %d", len(objs))
 				}
-				_, err = e.Render(context.Background(), render.Input{Object: objs[0], Publish: render.DefaultPublish()})
+				_, err = e.Render(context.Background(), render.Input{Object: objs[0], Publish: render.DefaultPublish(), Resolved: testResolved})
 			}
 			if err == nil {
 				t.Fatal("rendered without error")

@@ -46,7 +46,7 @@ func TestSharedEngineHeapPerRender(t *testing.T) {
 				o = k8sruntime.DeepCopyJSON(base)
 				o["metadata"].(map[string]any)["name"] = fmt.Sprintf("w%d", offset+i)
 			}
-			if _, err := e.Render(ctx, render.Input{Object: o, Publish: render.DefaultPublish()}); err != nil {
+			if _, err := e.Render(ctx, render.Input{Object: o, Publish: render.DefaultPublish(), Resolved: testResolved}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -123,7 +123,7 @@ func TestSharedEngineHeapStaysFlatOver100000Renders(t *testing.T) {
 					if i >= int64(to) {
 						return
 					}
-					if _, err := e.Render(ctx, render.Input{Object: objs[i%workloads], Publish: render.DefaultPublish()}); err != nil {
+					if _, err := e.Render(ctx, render.Input{Object: objs[i%workloads], Publish: render.DefaultPublish(), Resolved: testResolved}); err != nil {
 						errs <- err
 						return
 					}

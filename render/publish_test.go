@@ -37,7 +37,7 @@ func TestPublishKindsAreChecked(t *testing.T) {
 				pub := render.DefaultPublish()
 				tc.mutate(&pub)
 				obj := k8sruntime.DeepCopyJSON(loadFixture(t, fixture))
-				_, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub})
+				_, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub, Resolved: testResolved})
 				if tc.want == "" {
 					if err != nil {
 						t.Fatal(err)

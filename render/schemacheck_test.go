@@ -464,7 +464,7 @@ func TestRenderDoesNotLoadTheRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Render(context.Background(), Input{Object: objs[0], Publish: DefaultPublish()}); err != nil {
+		if _, err := e.Render(context.Background(), Input{Object: objs[0], Publish: DefaultPublish(), Resolved: internalTestResolved}); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}

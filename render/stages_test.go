@@ -46,7 +46,7 @@ func renderStage(t *testing.T, e *render.Engine, file string, n int32) *render.B
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("%s: want one object, got %d (%v)", file, len(objs), err)
 	}
-	b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: render.DefaultPublish(), Stage: n})
+	b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: render.DefaultPublish(), Resolved: testResolved, Stage: n})
 	if err != nil {
 		t.Fatalf("render %s at stage %d: %v", file, n, err)
 	}
@@ -165,7 +165,7 @@ func TestExperimentStagesAddInOrder(t *testing.T) {
 			if final := renderStage(t, e, file, 0); final.Digest != prev.Digest {
 				t.Errorf("the final tree (%s) is not stage 4's (%s)", final.Digest, prev.Digest)
 			}
-			if _, err := e.Render(context.Background(), render.Input{Object: objectOf(t, file), Publish: render.DefaultPublish(), Stage: 5}); err == nil || !strings.Contains(err.Error(), "stage") {
+			if _, err := e.Render(context.Background(), render.Input{Object: objectOf(t, file), Publish: render.DefaultPublish(), Resolved: testResolved, Stage: 5}); err == nil || !strings.Contains(err.Error(), "stage") {
 				t.Errorf("stage 5 rendered, or without naming the stage: %v", err)
 			}
 		})

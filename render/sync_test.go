@@ -65,7 +65,7 @@ spec:
 `, "workload-shop-checkout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: tc.pub})
+			b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: tc.pub, Resolved: testResolved})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -138,7 +138,7 @@ entries: {
 		t.Run(tt.name, func(t *testing.T) {
 			pub := render.DefaultPublish()
 			pub.AllowedNamespaces = tt.allowed
-			b, err := e.Render(context.Background(), render.Input{Object: hubExperiment(tt.app), Publish: pub})
+			b, err := e.Render(context.Background(), render.Input{Object: hubExperiment(tt.app), Publish: pub, Resolved: testResolved})
 			if tt.wantNS == "" {
 				var ie *render.InputError
 				if !errors.As(err, &ie) {
@@ -215,7 +215,7 @@ func TestServiceAccountName(t *testing.T) {
 			}
 			var hub, remote int
 			for _, obj := range []map[string]any{exp, workload} {
-				b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub})
+				b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub, Resolved: testResolved})
 				if err != nil {
 					t.Fatal(err)
 				}

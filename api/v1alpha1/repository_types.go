@@ -24,11 +24,15 @@ type RepositorySpec struct {
 	// +required
 	Applier ApplierSpec `json:"applier"`
 
-	// Catalog optionally adds the user's component catalog, kept in a Flux
-	// source, to the built-in one. An entry of the user catalog that replaces
-	// a built-in entry must say `override: true`. Scribe evaluates the
-	// catalog's CUE in a child process bounded in time and memory first; a
-	// catalog that exceeds the bound is CatalogInvalid.
+	// Catalog is the Flux source where the platform team publishes the
+	// component catalog: Scribe's catalog/ directory of its release, whose
+	// manifests the built-in app, config and workflow entries deliver (an
+	// Experiment using one of them without spec.catalog fails to render),
+	// and the team's own entries (the CUE files at path) added to the
+	// built-in ones. An entry of the user catalog that replaces a built-in
+	// entry must say `override: true`. Scribe evaluates the catalog's CUE in
+	// a child process bounded in time and memory first; a catalog that
+	// exceeds the bound is CatalogInvalid.
 	// +optional
 	Catalog *CatalogSource `json:"catalog,omitempty"`
 
@@ -203,7 +207,9 @@ type CatalogSource struct {
 	// Namespace of the Flux source; defaults to the Repository's namespace.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
-	// Path of the catalog's CUE files inside the source artifact.
+	// Path of the catalog inside the source artifact: the directory of
+	// its CUE files, and the root the built-in entries' paths (and user
+	// entries of `type: "catalog"`) resolve against.
 	// +kubebuilder:default="."
 	// +optional
 	Path string `json:"path,omitempty"`

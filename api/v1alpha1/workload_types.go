@@ -326,11 +326,36 @@ type Rollout struct {
 	// +optional
 	Analysis *Analysis `json:"analysis,omitempty"`
 
-	// Promotion: auto commits each step; pullRequest opens a pull request per step.
+	// Promotion: auto commits each step; pullRequest opens a pull request
+	// per step. pullRequest needs the Repository's spec.git.pullRequest:
+	// without it the Workload is Stalled (PullRequestsNotConfigured), never
+	// committed directly.
 	// +kubebuilder:default=auto
 	// +optional
 	Promotion PromotionMode `json:"promotion,omitempty"`
+
+	// Rollback: how a rollback (failed step or analysis) reaches the
+	// repository. direct (the default) commits it at once, whatever the
+	// promotion: a rollback is an emergency, and its commit message says
+	// why. pullRequest opens a pull request for it like any step, and the
+	// traffic stays on the failed version until someone merges it; it
+	// needs the Repository's spec.git.pullRequest.
+	// +kubebuilder:default=direct
+	// +optional
+	Rollback RollbackMode `json:"rollback,omitempty"`
 }
+
+// RollbackMode is how a rollback reaches the repository.
+// +kubebuilder:validation:Enum=direct;pullRequest
+type RollbackMode string
+
+// Rollback modes.
+const (
+	// RollbackDirect commits the rollback to the branch at once.
+	RollbackDirect RollbackMode = "direct"
+	// RollbackPullRequest opens a pull request for the rollback.
+	RollbackPullRequest RollbackMode = "pullRequest"
+)
 
 // RolloutStrategy is how a new version takes over traffic.
 // +kubebuilder:validation:Enum=canary;blueGreen;rolling
@@ -409,7 +434,13 @@ type Check struct {
 	// Address of the Prometheus server.
 	// +optional
 	Address string `json:"address,omitempty"`
-	// Query in PromQL; `{{version}}` is replaced with the version's name.
+	// Query in PromQL, run as an instant query (GET /api/v1/query) at each
+	// analysis round. Before it runs, `{{version}}` is replaced with the
+	// name of the version under analysis, `{{namespace}}` with the
+	// Workload's namespace and `{{workload}}` with its name (for example
+	// `sum(rate(http_requests_total{namespace="{{namespace}}",version="{{version}}",code=~"5.."}[1m]))`);
+	// any other `{{...}}` fails the check, naming it. The first sample of
+	// the result must lie within [min, max].
 	// +optional
 	Query string `json:"query,omitempty"`
 	// Min of the accepted range, a decimal number.

@@ -37,6 +37,7 @@ type renderFlags struct {
 	serviceAccount string
 	allowedNS      []string
 	stage          int32
+	catalogSource  catalogSourceFlags
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -56,6 +57,7 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	fl.Int32Var(&f.stage, "stage", 0, "render each Experiment's commit stage N as the controller commits it: 1 clusters, 2 components, 3 workflow templates, 4 workflow runs (default: the final tree); Workloads have no stages")
+	f.catalogSource.register(fl)
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -109,6 +111,10 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	catalogSource, err := f.catalogSource.source()
+	if err != nil {
+		return nil, err
+	}
 	// User catalogs are code from someone else: evaluated first in a
 	// bounded child process (see render.CatalogBound).
 	engine, _ := ctx.Value(engineKey{}).(*render.Engine)
@@ -156,7 +162,7 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 				if ctx.Err() != nil {
 					continue
 				}
-				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject}, Stage: f.stage})
+				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource}, Stage: f.stage})
 			}
 		})
 	}

@@ -77,10 +77,33 @@ const catalogTimeoutRetry = 5 * time.Minute
 
 // EngineFor returns the render engine for t: the built-in one, or, when the
 // Repository has spec.catalog, one that also holds the user's catalog from
-// the Flux source's current artifact.
+// the Flux source's current artifact. It sets t.CatalogSource, where the
+// catalog is published.
 func (p *Publisher) EngineFor(ctx context.Context, t *Target) (*render.Engine, error) {
 	e, _, err := p.catalogFor(ctx, t)
 	return e, err
+}
+
+// catalogSource is where the catalog of spec.catalog cs is published:
+// the Flux source src (in namespace ns) and, for Argo CD, the URL and
+// revision it fetches.
+func catalogSource(cs *scribev1.CatalogSource, ns string, src *unstructured.Unstructured) *render.CatalogSource {
+	loc := &render.CatalogSource{Kind: cs.Kind, Name: cs.Name, Namespace: ns, Path: cs.Path}
+	loc.URL, _, _ = unstructured.NestedString(src.Object, "spec", "url")
+	// The most specific reference wins, as in Flux.
+	for _, k := range []string{"commit", "digest", "name", "tag", "semver", "branch"} {
+		if v, _, _ := unstructured.NestedString(src.Object, "spec", "ref", k); v != "" {
+			loc.Revision = v
+			break
+		}
+	}
+	if loc.Revision == "" && cs.Kind == "GitRepository" {
+		loc.Revision = "HEAD"
+	}
+	if loc.Revision == "" {
+		loc.Revision = "latest" // an OCIRepository without ref follows latest
+	}
+	return loc
 }
 
 // catalogFor is EngineFor, also saying which artifact the catalog came from
@@ -111,6 +134,7 @@ func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, 
 		}
 		return nil, nil, fmt.Errorf("get catalog source %s: %w", ref, err)
 	}
+	t.CatalogSource = catalogSource(cs, ns, src)
 	url, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "url")
 	digest, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "digest")
 	revision, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,7 +41,11 @@ func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string,
 		case scribev1.CheckRestarts:
 			res.Passed, res.Message, err = c.restarts(ctx, deployment, ch)
 		case scribev1.CheckPrometheus:
-			res.Passed, res.Message, err = c.prometheus(ctx, ch)
+			var q string
+			if q, err = QueryFor(ch.Query, w, version); err == nil {
+				ch.Query = q
+				res.Passed, res.Message, err = c.prometheus(ctx, ch)
+			}
 		default:
 			err = fmt.Errorf("unknown check type %q", ch.Type)
 		}
@@ -98,6 +104,31 @@ func (c *Checker) restarts(ctx context.Context, id scribev1.ObjectIdentity, ch s
 		return false, fmt.Sprintf("%d restarts in %d pods of %s, more than %d", n, len(pods.Items), d.Name, limit), nil
 	}
 	return true, fmt.Sprintf("%d restarts in %d pods of %s", n, len(pods.Items), d.Name), nil
+}
+
+// queryPlaceholder matches {{name}}, spaces allowed inside the braces.
+var queryPlaceholder = regexp.MustCompile(`\{\{\s*([^{}\s]*)\s*\}\}`)
+
+// QueryFor fills a Prometheus check's query for version of w:
+// {{version}} is the version's name, {{namespace}} the Workload's
+// namespace, {{workload}} its name. Every value is a Kubernetes name (no
+// quote or backslash), so it can stand inside a PromQL string. Any other
+// placeholder is an error naming it.
+func QueryFor(query string, w *scribev1.Workload, version string) (string, error) {
+	values := map[string]string{"version": version, "namespace": w.Namespace, "workload": w.Name}
+	var unknown []string
+	out := queryPlaceholder.ReplaceAllStringFunc(query, func(m string) string {
+		name := queryPlaceholder.FindStringSubmatch(m)[1]
+		if v, ok := values[name]; ok {
+			return v
+		}
+		unknown = append(unknown, m)
+		return m
+	})
+	if len(unknown) > 0 {
+		return "", fmt.Errorf("query %q: unknown placeholder %s; known are {{version}}, {{namespace}} and {{workload}}", query, strings.Join(unknown, ", "))
+	}
+	return out, nil
 }
 
 // prometheus runs an instant query (GET /api/v1/query) and checks that the

@@ -96,7 +96,7 @@ func classify(err error) failure {
 	// A collision with another custom resource's object, or a sync index
 	// someone else wrote, waits for a person to change either side.
 	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid),
-		ReasonSecretNotFound, ReasonCatalogInvalid,
+		ReasonSecretNotFound, ReasonCatalogInvalid, ReasonPullRequestsNotConfigured,
 		string(publish.ReasonObjectConflict), string(publish.ReasonSyncIndexConflict):
 		return failure{Reason: reason, Stalled: true, RequeueAfter: stalledRetryInterval}
 	case ReasonRepositoryNotReady, ReasonCatalogNotReady, ReasonSourceNotFound:

@@ -291,6 +291,9 @@ func (f *fixture) provisionExperiment(t *testing.T, name string) []string {
 
 func (f *fixture) startExperimentController(t *testing.T) {
 	t.Helper()
+	if f.repo.Spec.Catalog == nil {
+		f.publishCatalog(t) // the built-in components are delivered from it
+	}
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
@@ -689,6 +692,7 @@ func TestExperimentComponentFailed(t *testing.T) {
 func TestExperimentMovesOnWatchedReadBackWithoutPolling(t *testing.T) {
 	f := newFixture(t)
 	expInstallCRDs(t, f, argoWorkflowCRD)
+	f.publishCatalog(t)
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,9 @@ func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.E
 	if in.Resolved.GCPProject == "" {
 		in.Resolved.GCPProject = p.GCPProject
 	}
+	if in.Resolved.Catalog == nil {
+		in.Resolved.Catalog = t.CatalogSource
+	}
 	return p.render(ctx, t, scribev1.ExperimentKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
 		return e.RenderExperiment(ctx, in)
 	})

@@ -36,6 +36,10 @@ type Target struct {
 	// Engine renders for this Repository; nil means the Publisher's
 	// built-in one (see EngineFor for a Repository with a user catalog).
 	Engine *render.Engine
+	// CatalogSource is where the Repository's catalog is published
+	// (spec.catalog and its Flux source), set by EngineFor; nil without
+	// spec.catalog. Built-in entries' manifests are delivered from it.
+	CatalogSource *render.CatalogSource
 }
 
 // PullRequests reports whether changes to t go through pull requests.

@@ -234,7 +234,7 @@ func (d *rollout) commit() *RolloutAction {
 	if st.Revision != "" {
 		return nil
 	}
-	if !promotesByPullRequest(d.w) || !obs.PullRequests {
+	if !throughPullRequest(d.w) || !obs.PullRequests {
 		if obs.Commit == "" {
 			return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent}
 		}
@@ -451,6 +451,36 @@ func setTraffic(st *scribev1.WorkloadStatus, tr []scribev1.VersionWeight) {
 
 func promotesByPullRequest(w *scribev1.Workload) bool {
 	return w.Spec.Rollout != nil && w.Spec.Rollout.Promotion == scribev1.PromotionPullRequest
+}
+
+// throughPullRequest says the intent in w's status reaches the repository
+// through a pull request: a rollback's as spec.rollout.rollback says
+// (direct by default), any other commit's as spec.rollout.promotion says.
+func throughPullRequest(w *scribev1.Workload) bool {
+	if rollingBack(w) {
+		return w.Spec.Rollout != nil && w.Spec.Rollout.Rollback == scribev1.RollbackPullRequest
+	}
+	return promotesByPullRequest(w)
+}
+
+// rollingBack says w's intent is a rollback: the failed canary's traffic
+// went back to the stable version.
+func rollingBack(w *scribev1.Workload) bool {
+	return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.CanaryVersion == ""
+}
+
+// needsPullRequests names the field of w's rollout that asks for pull
+// requests (promotion first), or "".
+func needsPullRequests(w *scribev1.Workload) string {
+	switch r := w.Spec.Rollout; {
+	case r == nil:
+		return ""
+	case r.Promotion == scribev1.PromotionPullRequest:
+		return "spec.rollout.promotion"
+	case r.Rollback == scribev1.RollbackPullRequest:
+		return "spec.rollout.rollback"
+	}
+	return ""
 }
 
 func analysisInterval(w *scribev1.Workload) time.Duration {

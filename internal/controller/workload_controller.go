@@ -98,6 +98,9 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload
 	if err != nil {
 		return r.fail(w, err)
 	}
+	if err := checkPullRequests(w, t); err != nil {
+		return r.fail(w, err)
+	}
 	return r.progress(ctx, w, patcher, t)
 }
 
@@ -140,7 +143,11 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 				return r.fail(w, err)
 			}
 			bundle = full
-			res, err := r.Publisher.Publish(ctx, t, change(w, bundle), bundle.Sync)
+			to, err := r.rollbackTarget(w, t)
+			if err != nil {
+				return r.fail(w, err)
+			}
+			res, err := r.Publisher.Publish(ctx, to, change(w, bundle), bundle.Sync)
 			if err != nil {
 				return r.fail(w, err)
 			}

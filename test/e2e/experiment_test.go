@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,10 +93,13 @@ func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 	if applied != e.Status.Revision {
 		t.Fatalf("Complete, but %s applied %q, not Scribe's %s", applier, applied, e.Status.Revision)
 	}
-	// ... and installed the component from the catalog repository.
-	cm := &corev1.ConfigMap{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo-apps", Name: "demo-services"}, cm); err != nil {
-		t.Fatalf("Complete, but the component's ConfigMap is not in the apiserver: %v", err)
+	// ... and installed the component from the catalog repository: the
+	// demo services of Scribe's catalog/apps/demo-services, in the entry's
+	// namespace demo.
+	for _, name := range []string{"demo-http", "demo-grpc"} {
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: name}, &appsv1.Deployment{}); err != nil {
+			t.Fatalf("Complete, but the component's Deployment %s is not in the apiserver: %v", name, err)
+		}
 	}
 	if ts := e.Status.Targets; len(ts) != 1 || len(ts[0].Components) != 1 || !ts[0].Components[0].Ready {
 		t.Fatalf("Complete, but the target's components are %+v", ts)
@@ -108,8 +113,8 @@ func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 	}
 	poll(t, 3*time.Minute, "the Experiment gone and its component pruned by "+string(applier), func() (bool, string) {
 		gone := apierrors.IsNotFound(s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, &scribev1.Experiment{}))
-		err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo-apps", Name: "demo-services"}, &corev1.ConfigMap{})
-		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; component ConfigMap: %v", gone, err)
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{})
+		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; component Deployment: %v", gone, err)
 	})
 }
 

@@ -160,8 +160,6 @@ func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 			Git:     &scribev1.GitRepositorySpec{URL: s.RepoURL, Branch: "main", Path: SyncPath},
 			Applier: s.ApplierSpec(),
 			Catalog: catalogRef(),
-			// The loop's catalog installs into demo-apps.
-			AllowedNamespaces: []string{"demo-apps"},
 		},
 	}
 	if err := s.Client.Create(ctx, repo); err != nil {

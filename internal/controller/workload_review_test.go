@@ -1,0 +1,176 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
+)
+
+// TestWorkloadAskingForPullRequestsFromARepositoryWithoutThemIsStalled:
+// promotion or rollback pullRequest on a Workload whose Repository has no
+// spec.git.pullRequest is Stalled, the reason naming both fields, and
+// nothing is committed (before, the review was skipped: every step went
+// straight to the branch).
+func TestWorkloadAskingForPullRequestsFromARepositoryWithoutThemIsStalled(t *testing.T) {
+	f := newFixture(t)
+	f.startWithRepository(t)
+	head := f.head(t)
+	for _, tc := range []struct {
+		name  string
+		set   func(r *scribev1.Rollout)
+		field string
+	}{
+		{"promotion", func(r *scribev1.Rollout) { r.Promotion = scribev1.PromotionPullRequest }, "spec.rollout.promotion"},
+		{"rollback", func(r *scribev1.Rollout) { r.Rollback = scribev1.RollbackPullRequest }, "spec.rollout.rollback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := workload(f.ns, "v1")
+			w.Name = "web-" + tc.name
+			tc.set(w.Spec.Rollout)
+			if err := f.e.c.Create(f.ctx(), w); err != nil {
+				t.Fatal(err)
+			}
+			f.waitWorkloadNamed(t, w.Name, "Stalled naming both fields", func(w *scribev1.Workload) bool {
+				ready := apimeta.FindStatusCondition(w.Status.Conditions, scribev1.ReadyCondition)
+				return apimeta.IsStatusConditionTrue(w.Status.Conditions, scribev1.StalledCondition) &&
+					ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == controller.ReasonPullRequestsNotConfigured &&
+					strings.Contains(ready.Message, tc.field+" is pullRequest") && strings.Contains(ready.Message, "spec.git.pullRequest") &&
+					strings.Contains(ready.Message, "Repository "+f.ns+"/default")
+			})
+		})
+	}
+	time.Sleep(time.Second)
+	if now := f.head(t); now != head {
+		t.Fatalf("a Workload asking for pull requests was committed directly: main moved from %s to %s", head, now)
+	}
+}
+
+// TestWorkloadRollbackInPullRequestMode: with promotion pullRequest, a
+// rollback is committed to main at once by default (rollback: direct), its
+// message saying why, with no pull request; with rollback: pullRequest it
+// is proposed like a step, main does not move until the merge, and the
+// merge is what the Workload records.
+func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode scribev1.RollbackMode
+	}{{"direct", ""}, {"pullrequest", scribev1.RollbackPullRequest}} {
+		mode := tc.mode
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			gh := forgetest.NewGitHub(t)
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+			if err := f.e.c.Create(f.ctx(), secret); err != nil {
+				t.Fatal(err)
+			}
+			f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+			f.startWithRepository(t)
+			w := workload(f.ns, "v1")
+			w.Spec.Rollout.Promotion = scribev1.PromotionPullRequest
+			w.Spec.Rollout.Rollback = mode
+			if err := f.e.c.Create(f.ctx(), w); err != nil {
+				t.Fatal(err)
+			}
+			ks := kustomizationName("Workload", f.ns, "web")
+			branch := "scribe/" + f.ns + "/workload/web"
+
+			// v1 and step 1 of v2 go through merged pull requests.
+			got := f.waitWorkload(t, "v1 proposed", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil })
+			merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
+			f.waitWorkload(t, "v1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+			f.deploymentReady(t, "web-v1", true)
+			f.playFlux(t, ks, merge, true, "", "")
+			f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
+			v1PR := got.Status.PullRequest.Number
+			f.addVersion(t, "v2", func(w *scribev1.Workload) {
+				w.Spec.Rollout.Steps[0].Pause = &metav1.Duration{Duration: time.Hour}
+				w.Spec.Rollout.Analysis = &scribev1.Analysis{
+					Interval: &metav1.Duration{Duration: 200 * time.Millisecond}, Threshold: 2,
+					Checks: []scribev1.Check{{Name: "restarts", Type: "restarts", Max: "1"}},
+				}
+			})
+			got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
+				return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != v1PR
+			})
+			step1PR := got.Status.PullRequest.Number
+			step1 := f.mergePR(t, gh, step1PR, branch)
+			f.waitWorkload(t, "step 1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == step1 })
+
+			// v2 runs but its pod keeps crashing: the checks fail.
+			f.deploymentReady(t, "web-v2", true)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "web-v2-abc", Namespace: f.ns, Labels: podLabels("web-v2")},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "ghcr.io/example/web:v2"}}},
+			}
+			if err := f.e.c.Create(f.ctx(), pod); err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: 7}}
+			if err := f.e.c.Status().Update(f.ctx(), pod); err != nil {
+				t.Fatal(err)
+			}
+			f.playFlux(t, ks, step1, true, "", "")
+
+			if mode == scribev1.RollbackPullRequest {
+				got = f.waitWorkload(t, "rollback proposed", func(w *scribev1.Workload) bool {
+					return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.PullRequest != nil && w.Status.PullRequest.Number != step1PR
+				})
+				time.Sleep(time.Second)
+				if head := f.head(t); head != step1 {
+					t.Fatalf("main moved to %s before the rollback's pull request was merged", head)
+				}
+				merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
+				if r := f.routeWeights(t, merge); r != "web-v1=100,web-v2=0" {
+					t.Fatalf("rollback merged routes %q", r)
+				}
+				f.waitWorkload(t, "rollback merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+				return
+			}
+			got = f.waitWorkload(t, "rollback committed", func(w *scribev1.Workload) bool {
+				return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.Revision != "" && w.Status.Revision != step1
+			})
+			rollback := got.Status.Revision
+			if head := f.head(t); head != rollback {
+				t.Fatalf("main is at %s, not at the rollback %s", head, rollback)
+			}
+			if r := f.routeWeights(t, rollback); r != "web-v1=100,web-v2=0" {
+				t.Fatalf("rollback commit routes %q", r)
+			}
+			if msg, _ := f.commitMessage(t, rollback); !strings.Contains(msg, "rollback of v2") || !strings.Contains(msg, "7 restarts") {
+				t.Errorf("rollback commit message lacks the reason:\n%s", msg)
+			}
+			for _, pr := range gh.PullRequests() {
+				if pr.Number != v1PR && pr.Number != step1PR && pr.Number > step1PR {
+					t.Errorf("a direct rollback opened pull request #%d", pr.Number)
+				}
+			}
+			if got.Status.PullRequest != nil {
+				t.Errorf("status records pull request %+v for a direct rollback", got.Status.PullRequest)
+			}
+		})
+	}
+}
+
+// waitWorkloadNamed is waitWorkload for the Workload name.
+func (f *fixture) waitWorkloadNamed(t *testing.T, name, what string, cond func(w *scribev1.Workload) bool) *scribev1.Workload {
+	t.Helper()
+	var last *scribev1.Workload
+	waitFor(t, what, func() (bool, string) {
+		w := &scribev1.Workload{}
+		if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: name}, w); err != nil {
+			return false, err.Error()
+		}
+		last = w
+		return cond(w), describe(w)
+	})
+	return last
+}
