@@ -54,6 +54,16 @@ func (s *Stack) StartGitea(t testing.TB) *Gitea {
 	return g
 }
 
+// StartGiteaOnly starts Gitea alone (no control plane, no Flux), for
+// tests of the forge client and the pull-request branch against it.
+func StartGiteaOnly(t testing.TB) *Gitea {
+	t.Helper()
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf}
+	t.Cleanup(func() { s.keepLogsOnFailure(t) })
+	t.Cleanup(s.stop)
+	return s.StartGitea(t)
+}
+
 func (s *Stack) startGitea(ctx context.Context) (*Gitea, error) {
 	start := time.Now()
 	bin, err := buildDir(s.logf, "build-gitea.sh")
@@ -120,8 +130,10 @@ func (s *Stack) startGitea(ctx context.Context) (*Gitea, error) {
 	}, nil); err != nil {
 		return nil, fmt.Errorf("create repository: %w", err)
 	}
-	if err := s.createGiteaFluxSync(ctx, g); err != nil {
-		return nil, err
+	if s.Client != nil { // a stack with a control plane: Flux syncs from Gitea
+		if err := s.createGiteaFluxSync(ctx, g); err != nil {
+			return nil, err
+		}
 	}
 	s.logf("gitea %s is up in %s (repository %s)", g.URL, time.Since(start).Round(time.Millisecond), g.RepoURL)
 	return g, nil
