@@ -69,7 +69,8 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 		t.Fatalf("main moved to %s before a merge", head)
 	}
 
-	// New content: the branch is re-pushed, the same pull request updated.
+	// New content: the branch is re-pushed, the same pull request updated
+	// (its body still compares with main, which has neither).
 	two := publish.ChangeFor(giteaBundle("two-bbbbbbbb"))
 	p2, err := git.Propose(ctx, opts, prOpts, two, "step 1 held")
 	if err != nil {
@@ -79,7 +80,7 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 		t.Fatalf("second proposal = %+v (first %+v)", p2, p1)
 	}
 	got, _ = g.Pull(ctx, p2.PullRequest.Number)
-	if got.Head.Sha != p2.Head || !strings.Contains(got.Body, "step 1 held") || !strings.Contains(got.Body, "| changed | `ConfigMap team-a/web` |") {
+	if got.Head.Sha != p2.Head || !strings.Contains(got.Body, "step 1 held") || !strings.Contains(got.Body, "| added | `ConfigMap team-a/web` |") {
 		t.Fatalf("updated pull request = %+v", got)
 	}
 	if open, _ := g.Pulls(ctx, "open"); len(open) != 1 {

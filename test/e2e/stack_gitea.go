@@ -116,8 +116,14 @@ func (s *Stack) startGitea(ctx context.Context) (*Gitea, error) {
 		"--email", "scribe@example.com", "--must-change-password=false"); err != nil {
 		return nil, err
 	}
-	if g.Token, err = cli("admin", "user", "generate-access-token", "--username", g.User, "--token-name", "e2e", "--scopes", "all", "--raw"); err != nil {
+	out, err := cli("admin", "user", "generate-access-token", "--username", g.User, "--token-name", "e2e", "--scopes", "all", "--raw")
+	if err != nil {
 		return nil, err
+	}
+	// The token is the last line; Gitea may log warnings before it.
+	lines := strings.Split(out, "\n")
+	if g.Token = strings.TrimSpace(lines[len(lines)-1]); g.Token == "" || strings.ContainsAny(g.Token, " \t") {
+		return nil, fmt.Errorf("gitea admin user generate-access-token printed no token: %q", out)
 	}
 	if err := s.run("gitea", gitea, env, "web", "--config", ini); err != nil {
 		return nil, err
