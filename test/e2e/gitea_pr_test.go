@@ -109,11 +109,18 @@ func (l *prLoop) merge(number int) string {
 		l.t.Fatal(err)
 	}
 	ks := &kustomizev1.Kustomization{}
+	// Scribe recognises the merge (status.revision is the merge commit)
+	// and may move on to the next step before the poll sees both at once.
+	recognised := false
 	poll(l.t, 3*time.Minute, fmt.Sprintf("Flux to apply the merge commit %.12s of #%d", merge, number), func() (bool, string) {
+		w := l.get()
+		if w.Status.Revision == merge || (w.Status.PullRequest != nil && w.Status.PullRequest.Number > number) {
+			recognised = true
+		}
 		if err := l.s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + l.ns + "-web"}, ks); err != nil {
 			return false, err.Error() + "; " + l.describe()
 		}
-		return ks.Status.LastAppliedRevision == "main@sha1:"+merge && l.get().Status.Revision == merge,
+		return ks.Status.LastAppliedRevision == "main@sha1:"+merge && recognised,
 			"applied " + ks.Status.LastAppliedRevision + "; " + l.describe()
 	})
 	l.t.Logf("pull request #%d merged as %.12s; Flux applied it %s after the merge call", number, merge, time.Since(start).Round(time.Millisecond))
