@@ -124,9 +124,13 @@ func (l *prLoop) merge(number int) string {
 			"applied " + ks.Status.LastAppliedRevision + "; " + l.describe()
 	})
 	l.t.Logf("pull request #%d merged as %.12s; Flux applied it %s after the merge call", number, merge, time.Since(start).Round(time.Millisecond))
+	// The branch is gone, unless Scribe already pushed the next step's
+	// commit to it (a newer pull request is open at that head).
 	poll(l.t, time.Minute, "Scribe to delete its merged branch", func() (bool, string) {
 		sha, err := l.g.BranchSHA(ctx, l.branch)
-		return err == nil && sha == "", fmt.Sprintf("branch %s at %q (%v)", l.branch, sha, err)
+		next := l.get().Status.PullRequest
+		reused := next != nil && next.Number > number && next.Head == sha
+		return err == nil && (sha == "" || reused), fmt.Sprintf("branch %s at %q (%v)", l.branch, sha, err)
 	})
 	return merge
 }
