@@ -320,7 +320,16 @@ func (g *Gitea) Pull(ctx context.Context, number int) (GiteaPull, error) {
 // does, and returns the merge commit. The head branch is left in place:
 // deleting it is Scribe's job.
 func (g *Gitea) Merge(ctx context.Context, number int) (string, error) {
-	if err := g.RepoAPI(ctx, http.MethodPost, fmt.Sprintf("/pulls/%d/merge", number), map[string]any{"Do": "merge"}, nil); err != nil {
+	// Gitea checks a pull request's mergeability after each push, in the
+	// background, and answers 405 "Please try again later" until it is done.
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		err = g.RepoAPI(ctx, http.MethodPost, fmt.Sprintf("/pulls/%d/merge", number), map[string]any{"Do": "merge"}, nil)
+		if err == nil || !strings.Contains(err.Error(), "try again later") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
 		return "", err
 	}
 	p, err := g.Pull(ctx, number)
