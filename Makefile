@@ -71,10 +71,11 @@ bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR chang
 	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^TestBenchLoop(Latency|Scale)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
 
 .PHONY: loop-assets
-loop-assets: ## Build (or find cached) kube-controller-manager, kube-scheduler, kwok, the Flux controllers, and Argo CD (application-controller, repo-server), kustomize and a Redis server.
+loop-assets: ## Build (or find cached) kube-controller-manager, kube-scheduler, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, and Gitea.
 	hack/build-control-plane.sh kube-controller-manager kube-scheduler >/dev/null
 	hack/build-loop.sh >/dev/null
 	hack/build-argocd.sh >/dev/null
+	hack/build-gitea.sh >/dev/null
 
 ##@ Development
 

@@ -266,7 +266,8 @@ func (d *rollout) commit() *RolloutAction {
 		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d merged as %s (recognised by %s)", st.PullRequest.Number, shortRev(st.Revision), obs.PullRequest.MergedBy))
 		return nil
 	case obs.PullRequest.State == "closed":
-		return &RolloutAction{Kind: RolloutWait, Requeue: 30 * time.Second, Marks: []Mark{
+		// A closed pull request may be reopened: it is read again, less often.
+		return &RolloutAction{Kind: RolloutWait, Requeue: closedPRPoll(obs.Poll), Marks: []Mark{
 			markNotReady("PullRequestClosed", "pull request #%d was closed without merging: %s stays where it is", st.PullRequest.Number, fmtTraffic(st.Traffic)),
 			markStalled("PullRequestClosed", "pull request #%d was closed without merging", st.PullRequest.Number),
 		}}
@@ -274,7 +275,17 @@ func (d *rollout) commit() *RolloutAction {
 	return &RolloutAction{Kind: RolloutWait, Requeue: obs.Poll, Marks: []Mark{
 		markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
 		markNotReady("AwaitingMerge", "%s proposed in %s; waiting for the merge", fmtTraffic(st.Traffic), st.PullRequest.URL),
+		unmark(scribev1.StalledCondition), // a reopened pull request
 	}}
+}
+
+// closedPRPoll is how often a pull request closed without merging is read
+// again: ten polls, at most 30 s.
+func closedPRPoll(poll time.Duration) time.Duration {
+	if poll > 0 && 10*poll < 30*time.Second {
+		return 10 * poll
+	}
+	return 30 * time.Second
 }
 
 // committed records the commit that carries the rendered intent.
@@ -588,6 +599,9 @@ func stepEvidence(w *scribev1.Workload, now time.Time) string {
 		fmt.Fprintf(&b, " and healthy from %s to %s", st.StepHealthyAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	b.WriteString(".")
+	if pr := st.PullRequest; pr != nil && pr.Number > 0 {
+		fmt.Fprintf(&b, " It was merged through pull request #%d (%s).", pr.Number, pr.URL)
+	}
 	for _, c := range st.Checks {
 		mark := "passed"
 		if !c.Passed {

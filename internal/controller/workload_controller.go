@@ -188,6 +188,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 					// A merge may carry a new sync file too.
 					r.Publisher.Nudge(ctx, t, sync, true)
 				}
+				r.Publisher.deleteMergedBranch(ctx, t, src, st.PullRequest.Head)
 			}
 			obs.PullRequest = pr
 		case RolloutReadBack:
@@ -220,6 +221,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 func change(w *scribev1.Workload, bundle *render.Bundle) publish.Change {
 	c := publish.ChangeFor(bundle)
 	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + w.Status.Evidence)
+	c.Summary = workloadSummary(w)
 	return c
 }
 

@@ -81,7 +81,7 @@ func TestWorkloadPullRequestPromotionWaitsForEachMergeAndCarriesEvidence(t *test
 			body = pr.Body
 		}
 	}
-	for _, want := range []string{"### Evidence", "Step 1 (v1=90%,v2=10%) was applied at " + merge[:12], "healthy from", "modified clusters/dev/" + f.ns + "/workload/web/httproute-web.yaml"} {
+	for _, want := range []string{"### Evidence", "Step 1 (v1=90%,v2=10%) was applied at " + merge[:12], "healthy from", "| changed | `HTTPRoute " + f.ns + "/web` | `clusters/dev/" + f.ns + "/workload/web/httproute-web.yaml` |", "HTTPRoute web: web-v1 90 → 50", "Rolling out **v2** (canary), step 2 of 3: v1=50%,v2=50%."} {
 		if !strings.Contains(body, want) {
 			t.Errorf("step 2's pull request body lacks %q:\n%s", want, body)
 		}

@@ -25,6 +25,9 @@ type Change struct {
 	// Reason is an optional sentence for the commit message, for example
 	// why a canary is rolled back.
 	Reason string
+	// Summary is the intent in Markdown for a pull request's description,
+	// for example the canary step and its weight; Reason when empty.
+	Summary string
 }
 
 // ChangeFor makes the Change that writes b.

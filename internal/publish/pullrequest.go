@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 
@@ -134,11 +132,11 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 				return Proposal{}, "", "", err
 			}
 			title := strings.SplitN(msg, "\n", 2)[0]
-			summary, err := diffSummary(st, objs, baseTree, newTree, edits[0].dir())
+			diff, err := objectDiff(st, objs, baseTree, newTree, edits[0].dir())
 			if err != nil {
-				return Proposal{}, "", "", err
+				return Proposal{}, "", "", st.corrupt(err)
 			}
-			body := proposalBody(change, summary, evidence)
+			body := proposalBody(change, base, edits[0].dir(), diff, evidence)
 
 			if !headTip.IsZero() {
 				hc, err := object.GetCommit(st.repo.Storer, tips[branch])
@@ -327,85 +325,19 @@ func firstDescendantOnFirstParent(st *gitStore, baseTip, head plumbing.Hash) str
 	return chain[lo].String()
 }
 
-// diffSummary lists the files below dir (and dir.sync.yaml) that differ
-// between two trees, as "added", "modified" or "removed".
-func diffSummary(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, dir string) ([]string, error) {
-	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
-	files := func(root plumbing.Hash) (map[string]plumbing.Hash, error) {
-		out := map[string]plumbing.Hash{}
-		cache := map[plumbing.Hash]*object.Tree{}
-		if h, err := lookupPath(src, cache, root, dir+".sync.yaml"); err != nil {
-			return nil, err
-		} else if !h.IsZero() {
-			out[dir+".sync.yaml"] = h
-		}
-		h, err := lookupPath(src, cache, root, dir)
-		if err != nil || h.IsZero() {
-			return out, err
-		}
-		t, err := object.GetTree(src, h)
-		if err != nil {
-			return nil, err
-		}
-		walker := object.NewTreeWalker(t, true, nil)
-		defer walker.Close()
-		for {
-			name, e, err := walker.Next()
-			if err != nil {
-				break
-			}
-			if e.Mode != filemode.Dir {
-				out[dir+"/"+name] = e.Hash
-			}
-		}
-		return out, nil
+// proposalBody is the pull request's description of change (see
+// ProposalBody).
+func proposalBody(c Change, base, dir string, diff []ObjectChange, evidence string) string {
+	p := ProposalBody{
+		Object: c.Source.Kind + " " + c.Source.Namespace + "/" + c.Source.Name, Generation: c.Generation, Base: base,
+		Summary: c.Summary, Dir: dir, Objects: diff, Evidence: evidence,
+		Namespace: c.Source.Namespace, Kind: c.Source.Kind, Name: c.Source.Name,
 	}
-	before, err := files(oldTree)
-	if err != nil {
-		return nil, err
+	if p.Summary == "" {
+		p.Summary = c.Reason
 	}
-	after, err := files(newTree)
-	if err != nil {
-		return nil, err
-	}
-	var lines []string
-	for p, h := range after {
-		switch old, ok := before[p]; {
-		case !ok:
-			lines = append(lines, "added    "+p)
-		case old != h:
-			lines = append(lines, "modified "+p)
-		}
-	}
-	for p := range before {
-		if _, ok := after[p]; !ok {
-			lines = append(lines, "removed  "+p)
-		}
-	}
-	sort.Slice(lines, func(i, j int) bool { return lines[i][9:] < lines[j][9:] })
-	return lines, nil
-}
-
-func proposalBody(c Change, summary []string, evidence string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Scribe proposes this change for %s (generation %d).\n\n", ObjectRef(c.Source), c.Generation)
-	if c.Reason != "" {
-		fmt.Fprintf(&b, "%s\n\n", c.Reason)
-	}
-	b.WriteString("### Rendered changes\n\n```\n")
-	for _, l := range summary {
-		b.WriteString(l + "\n")
-	}
-	b.WriteString("```\n")
 	if c.Bundle != nil {
-		fmt.Fprintf(&b, "\nDigest: `%s`\n", c.Bundle.Digest)
+		p.Digest = c.Bundle.Digest
 	}
-	b.WriteString("\n### Evidence\n\n")
-	if strings.TrimSpace(evidence) == "" {
-		b.WriteString("_none yet_\n")
-	} else {
-		b.WriteString(strings.TrimRight(evidence, "\n") + "\n")
-	}
-	b.WriteString("\n<!-- scribe: " + ObjectRef(c.Source) + " -->\n")
-	return b.String()
+	return p.String()
 }

@@ -92,10 +92,10 @@ func TestProposeOpensOnePullRequestPerObjectAndUpdatesIt(t *testing.T) {
 	}
 	text := body["body"].(string)
 	for _, want := range []string{
-		"added    deploy/team-a/workload/web/configmap-web.yaml",
-		"added    deploy/team-a/workload/web.sync.yaml",
-		"### Evidence\n\nstep 1: weight 10\n",
-		"Digest: `" + web.Digest + "`",
+		"| added | `ConfigMap web` | `deploy/team-a/workload/web/configmap-web.yaml` |",
+		"| added | `Kustomization web` | `deploy/team-a/workload/web.sync.yaml` |",
+		"2 added, 0 changed, 0 removed in `deploy/team-a/workload/web/` (digest `" + web.Digest + "`)",
+		"### Evidence of the previous step\n\nstep 1: weight 10\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("body lacks %q:\n%s", want, text)
@@ -201,4 +201,88 @@ func TestProposeFailsClearlyWhenTheForgeRejectsTheToken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "github") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// branchTip is the commit at the tip of branch on the server, or "".
+func branchTip(t *testing.T, url, branch string) string {
+	t.Helper()
+	out := publishtest.Git(t, "", "ls-remote", url, "refs/heads/"+branch)
+	if out == "" {
+		return ""
+	}
+	return strings.Fields(out)[0]
+}
+
+func TestMergedProposalBranchIsDeletedOnlyWhenNothingUnmergedWouldBeLost(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare changes the branch or main after the proposal; it returns
+		// the head Scribe recorded.
+		prepare func(t *testing.T, e *prEnv, p publish.Proposal) string
+		want    publish.BranchCleanup
+		gone    bool
+	}{
+		{name: "merged, at Scribe's head: deleted", want: publish.BranchDeleted, gone: true,
+			prepare: func(t *testing.T, e *prEnv, p publish.Proposal) string {
+				mergeOnServer(t, e, p.Branch)
+				return p.Head
+			}},
+		{name: "a reviewer's fix-up, merged: deleted", want: publish.BranchDeleted, gone: true,
+			prepare: func(t *testing.T, e *prEnv, p publish.Proposal) string {
+				if _, err := e.srv.CommitOnServer("exp", p.Branch, "deploy/team-a/workload/web/extra.yaml", "reviewer: true\n"); err != nil {
+					t.Fatal(err)
+				}
+				mergeOnServer(t, e, p.Branch)
+				return p.Head
+			}},
+		{name: "a reviewer's commit pushed after the merge: kept", want: publish.BranchKept, gone: false,
+			prepare: func(t *testing.T, e *prEnv, p publish.Proposal) string {
+				mergeOnServer(t, e, p.Branch)
+				if _, err := e.srv.CommitOnServer("exp", p.Branch, "notes.txt", "later\n"); err != nil {
+					t.Fatal(err)
+				}
+				return p.Head
+			}},
+		{name: "deleted already (by the forge on merge): nothing to do", want: publish.BranchGone, gone: true,
+			prepare: func(t *testing.T, e *prEnv, p publish.Proposal) string {
+				mergeOnServer(t, e, p.Branch)
+				publishtest.Git(t, "", "push", "--quiet", e.url, ":refs/heads/"+p.Branch)
+				return p.Head
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newPREnv(t)
+			c := publish.ChangeFor(testBundle("team-a", "web", "one"))
+			p := e.propose(t, c, "")
+			head := tt.prepare(t, e, p)
+			got, err := e.g.DeleteProposalBranch(context.Background(), e.opts, e.prOpt, c.Source, head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("result %q, want %q", got, tt.want)
+			}
+			if tip := branchTip(t, e.url, p.Branch); (tip == "") != tt.gone {
+				t.Errorf("branch tip after cleanup = %q, want gone=%v", tip, tt.gone)
+			}
+			// The next proposal starts the branch again from main.
+			if tt.gone {
+				next := e.propose(t, publish.ChangeFor(testBundle("team-a", "web", "two")), "")
+				if !next.Pushed || branchTip(t, e.url, p.Branch) != next.Head {
+					t.Fatalf("next proposal = %+v", next)
+				}
+			}
+		})
+	}
+}
+
+// mergeOnServer merges branch into main with a merge commit, as a forge's
+// merge button does.
+func mergeOnServer(t *testing.T, e *prEnv, branch string) {
+	t.Helper()
+	work := clone(t, e.url, "main")
+	publishtest.Git(t, work, "fetch", "--quiet", "origin", branch)
+	publishtest.Git(t, work, "merge", "--quiet", "--no-ff", "-m", "Merge pull request", "FETCH_HEAD")
+	publishtest.Git(t, work, "push", "--quiet", "origin", "main")
 }

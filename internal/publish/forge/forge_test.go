@@ -665,6 +665,21 @@ func TestGiteaFindsPullRequestsBeyondTheFirstPage(t *testing.T) {
 	}
 }
 
+func TestGiteaFindsAMergedPullRequestWhoseBranchWasDeleted(t *testing.T) {
+	f := forgetest.NewGitea(t)
+	c := newClient(t, ProviderGitea, f)
+	pr, err := c.Ensure(t.Context(), Request{Head: head, Base: base, Title: "step 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Merge(pr.Number, "abc123")
+	f.DeleteBranch(head)
+	latest, err := c.Latest(t.Context(), head, base)
+	if err != nil || latest == nil || latest.Number != pr.Number || latest.State != StateMerged || latest.HeadBranch != head {
+		t.Fatalf("Latest = %+v, %v; want #%d merged from %s", latest, err, pr.Number, head)
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	cases := map[string]struct {
 		opts Options

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"code.gitea.io/sdk/gitea"
 )
@@ -115,7 +116,7 @@ func (c *giteaClient) list(g *gitea.Client, op string, state gitea.StateType, he
 			return nil, c.fail(op, resp, err)
 		}
 		for _, p := range prs {
-			if p == nil || p.Head == nil || p.Base == nil || p.Head.Ref != head || (base != "" && p.Base.Ref != base) {
+			if p == nil || p.Head == nil || p.Base == nil || giteaHeadBranch(p) != head || (base != "" && p.Base.Ref != base) {
 				continue
 			}
 			// A pull request from a fork's branch of the same name is not ours.
@@ -187,7 +188,7 @@ func fromGitea(p *gitea.PullRequest) PullRequest {
 		Body:   p.Body,
 	}
 	if p.Head != nil {
-		out.HeadBranch, out.HeadSHA = p.Head.Ref, p.Head.Sha
+		out.HeadBranch, out.HeadSHA = giteaHeadBranch(p), p.Head.Sha
 	}
 	if p.Base != nil {
 		out.BaseBranch = p.Base.Ref
@@ -202,4 +203,14 @@ func fromGitea(p *gitea.PullRequest) PullRequest {
 		out.State = StateClosed
 	}
 	return out
+}
+
+// giteaHeadBranch is the branch a pull request came from. Once that branch
+// is deleted (after the merge), Gitea reports refs/pull/<n>/head as the
+// head's ref and keeps the branch name only in its label.
+func giteaHeadBranch(p *gitea.PullRequest) string {
+	if strings.HasPrefix(p.Head.Ref, "refs/pull/") && p.Head.Name != "" {
+		return p.Head.Name
+	}
+	return p.Head.Ref
 }

@@ -101,6 +101,7 @@ type fake struct {
 	mu    sync.Mutex
 	prs   []*PullRequest // Number is index+1
 	shas  map[string]string
+	gone  map[string]bool // branches deleted (DeleteBranch)
 	reqs  []Request
 	clock time.Time
 	serve func(w http.ResponseWriter, r *http.Request, body []byte)
@@ -201,6 +202,18 @@ func (f *fake) SetHeadSHA(branch, sha string) {
 			p.UpdatedAt = f.tick()
 		}
 	}
+}
+
+// DeleteBranch records that branch was deleted, as after a merge; Gitea
+// then reports refs/pull/<n>/head as the pull request's head ref.
+func (f *fake) DeleteBranch(branch string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone == nil {
+		f.gone = map[string]bool{}
+	}
+	f.gone[branch] = true
+	delete(f.shas, branch)
 }
 
 // Merge merges the open pull request number with the merge commit sha.

@@ -220,6 +220,11 @@ func (g *Gitea) pull(p *PullRequest) map[string]any {
 		state = "closed"
 	}
 	html := fmt.Sprintf("%s/%s/pulls/%d", g.URL(), g.repo, p.Number)
+	headRef := p.Head
+	if g.gone[p.Head] {
+		// Gitea 1.26 (services/convert/pull.go): the head branch is gone.
+		headRef = fmt.Sprintf("refs/pull/%d/head", p.Number)
+	}
 	return map[string]any{
 		"id":                        200 + p.Number,
 		"url":                       html,
@@ -247,7 +252,7 @@ func (g *Gitea) pull(p *PullRequest) map[string]any {
 		"merged_by":                 mergedBy,
 		"allow_maintainer_edit":     false,
 		"base":                      map[string]any{"label": p.Base, "ref": p.Base, "sha": p.BaseSHA, "repo_id": giteaRepoID, "repo": repo},
-		"head":                      map[string]any{"label": p.Head, "ref": p.Head, "sha": p.HeadSHA, "repo_id": giteaRepoID, "repo": repo},
+		"head":                      map[string]any{"label": p.Head, "ref": headRef, "sha": p.HeadSHA, "repo_id": giteaRepoID, "repo": repo},
 		"merge_base":                p.BaseSHA,
 		"due_date":                  nil,
 		"created_at":                p.CreatedAt.Format(time.RFC3339),

@@ -1,0 +1,348 @@
+package publish
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"sigs.k8s.io/yaml"
+)
+
+// MaxProposalBody is the most bytes a pull request body holds: GitHub
+// refuses bodies over 65536 characters, GitLab and Gitea take more; the
+// margin leaves room for a forge's own additions.
+const MaxProposalBody = 60000
+
+// ObjectChange is one rendered object a proposal adds, changes or
+// removes.
+type ObjectChange struct {
+	// Op is "added", "changed" or "removed".
+	Op string
+	// Kind, Namespace and Name identify the object.
+	Kind, Namespace, Name string
+	// File is the repository path of the file holding it.
+	File string
+	// Weights, for an HTTPRoute, are its backends' weights before and
+	// after: "web-v1 90 → 50".
+	Weights []string
+}
+
+// ProposalBody is what a pull request says; Markdown renders it.
+type ProposalBody struct {
+	// Object is the custom resource ("Workload team-a/web"), Generation
+	// its rendered generation, Base the branch the change goes into.
+	Object     string
+	Generation int64
+	Base       string
+	// Summary is the intent in a sentence or two (Change.Summary, else
+	// Change.Reason).
+	Summary string
+	// Dir is the custom resource's folder in the repository.
+	Dir string
+	// Digest of the rendered bundle.
+	Digest string
+	// Objects are the rendered changes.
+	Objects []ObjectChange
+	// Evidence is what the previous step showed.
+	Evidence string
+	// Namespace, Kind and Name give the kubectl commands that show the
+	// custom resource.
+	Namespace, Kind, Name string
+}
+
+// String is the body in Markdown, at most MaxProposalBody bytes: the
+// object table and then the evidence are cut, saying so, when it would
+// not fit.
+func (p ProposalBody) String() string {
+	body := p.render(len(p.Objects), p.Evidence)
+	if len(body) <= MaxProposalBody {
+		return body
+	}
+	rows := len(p.Objects)
+	for rows > 20 && len(p.render(rows, p.Evidence)) > MaxProposalBody {
+		rows /= 2
+	}
+	body = p.render(rows, p.Evidence)
+	if over := len(body) - MaxProposalBody; over > 0 {
+		const note = "\n… (cut to fit the pull request; the full evidence is in the custom resource's status)"
+		keep := len(p.Evidence) - over - len(note)
+		if keep < 0 {
+			keep = 0
+		}
+		for keep > 0 && !utf8.RuneStart(p.Evidence[keep]) {
+			keep--
+		}
+		body = p.render(rows, p.Evidence[:keep]+note)
+	}
+	return body
+}
+
+func (p ProposalBody) render(rows int, evidence string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Scribe proposes a change to **%s** (generation %d) on `%s`.\n", p.Object, p.Generation, p.Base)
+	if s := strings.TrimSpace(p.Summary); s != "" {
+		b.WriteString("\n" + s + "\n")
+	}
+	var added, changed, removed int
+	for _, o := range p.Objects {
+		switch o.Op {
+		case "added":
+			added++
+		case "changed":
+			changed++
+		default:
+			removed++
+		}
+	}
+	fmt.Fprintf(&b, "\n### Rendered changes\n\n%d added, %d changed, %d removed in `%s/`", added, changed, removed, p.Dir)
+	if p.Digest != "" {
+		fmt.Fprintf(&b, " (digest `%s`)", p.Digest)
+	}
+	b.WriteString(".\n")
+	var weights []string
+	for _, o := range p.Objects {
+		for _, w := range o.Weights {
+			weights = append(weights, fmt.Sprintf("- %s %s: %s", o.Kind, o.Name, w))
+		}
+	}
+	if len(weights) > 0 {
+		b.WriteString("\nWeights:\n\n" + strings.Join(weights, "\n") + "\n")
+	}
+	if len(p.Objects) > 0 {
+		b.WriteString("\n| change | object | file |\n| --- | --- | --- |\n")
+		for _, o := range p.Objects[:rows] {
+			id := o.Kind + " " + o.Name
+			if o.Namespace != "" {
+				id = o.Kind + " " + o.Namespace + "/" + o.Name
+			}
+			fmt.Fprintf(&b, "| %s | `%s` | `%s` |\n", o.Op, id, o.File)
+		}
+		if rows < len(p.Objects) {
+			fmt.Fprintf(&b, "| … | %d more | |\n", len(p.Objects)-rows)
+		}
+	}
+	b.WriteString("\n### Evidence of the previous step\n\n")
+	if strings.TrimSpace(evidence) == "" {
+		b.WriteString("_none yet: this is the first step_\n")
+	} else {
+		b.WriteString(strings.TrimRight(evidence, "\n") + "\n")
+	}
+	kind := strings.ToLower(p.Kind)
+	fmt.Fprintf(&b, "\n### The custom resource\n\n```sh\nkubectl -n %s get %s %s -o yaml\nkubectl -n %s events --for %s/%s\n```\n", p.Namespace, kind, p.Name, p.Namespace, kind, p.Name)
+	b.WriteString("\n<!-- scribe: " + p.Object + " -->\n")
+	return b.String()
+}
+
+// objectDiff lists the rendered objects below dir (and in dir.sync.yaml)
+// that differ between two trees, by identity: a file's documents are
+// parsed, so a moved or reformatted object is "changed" only when its
+// content changed.
+func objectDiff(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, dir string) ([]ObjectChange, error) {
+	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
+	before, err := treeObjects(src, oldTree, dir)
+	if err != nil {
+		return nil, err
+	}
+	after, err := treeObjects(src, newTree, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []ObjectChange
+	for id, a := range after {
+		b, ok := before[id]
+		switch {
+		case !ok:
+			out = append(out, ObjectChange{Op: "added", Kind: id.kind, Namespace: id.namespace, Name: id.name, File: a.file})
+		case !bytes.Equal(a.doc, b.doc):
+			out = append(out, ObjectChange{Op: "changed", Kind: id.kind, Namespace: id.namespace, Name: id.name, File: a.file, Weights: weightChange(b.doc, a.doc)})
+		}
+	}
+	for id, b := range before {
+		if _, ok := after[id]; !ok {
+			out = append(out, ObjectChange{Op: "removed", Kind: id.kind, Namespace: id.namespace, Name: id.name, File: b.file})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].File != out[j].File {
+			return out[i].File < out[j].File
+		}
+		return out[i].Kind+"/"+out[i].Name < out[j].Kind+"/"+out[j].Name
+	})
+	return out, nil
+}
+
+type renderedKey struct{ kind, namespace, name string }
+
+type renderedDoc struct {
+	file string
+	doc  []byte
+}
+
+// treeObjects reads the Kubernetes objects of the files below dir and of
+// dir.sync.yaml in root. Files that hold no object (kustomization.yaml,
+// .scribe.json) are left out.
+func treeObjects(src layeredStorer, root plumbing.Hash, dir string) (map[renderedKey]renderedDoc, error) {
+	out := map[renderedKey]renderedDoc{}
+	cache := map[plumbing.Hash]*object.Tree{}
+	files := map[string]plumbing.Hash{}
+	if h, err := lookupPath(src, cache, root, dir+".sync.yaml"); err != nil {
+		return nil, err
+	} else if !h.IsZero() {
+		files[dir+".sync.yaml"] = h
+	}
+	h, err := lookupPath(src, cache, root, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !h.IsZero() {
+		t, err := object.GetTree(src, h)
+		if err != nil {
+			return nil, err
+		}
+		walker := object.NewTreeWalker(t, true, nil)
+		for {
+			name, e, err := walker.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				walker.Close()
+				return nil, err
+			}
+			if e.Mode != filemode.Dir {
+				files[dir+"/"+name] = e.Hash
+			}
+		}
+		walker.Close()
+	}
+	for file, h := range files {
+		base := path.Base(file)
+		if base == "kustomization.yaml" || base == ".scribe.json" {
+			continue
+		}
+		blob, err := object.GetBlob(src, h)
+		if err != nil {
+			return nil, err
+		}
+		rd, err := blob.Reader()
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(io.LimitReader(rd, 16<<20))
+		_ = rd.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, doc := range splitDocs(data) {
+			var meta struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name      string `json:"name"`
+					Namespace string `json:"namespace"`
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind == "" || meta.Metadata.Name == "" {
+				continue
+			}
+			out[renderedKey{meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name}] = renderedDoc{file: file, doc: doc}
+		}
+	}
+	return out, nil
+}
+
+// splitDocs splits a YAML stream at its "---" lines.
+func splitDocs(data []byte) [][]byte {
+	var out [][]byte
+	var cur []byte
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if t := bytes.TrimRight(line, " \t\r\n"); bytes.Equal(t, []byte("---")) || bytes.HasPrefix(t, []byte("--- ")) {
+			if len(bytes.TrimSpace(cur)) > 0 {
+				out = append(out, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, line...)
+	}
+	if len(bytes.TrimSpace(cur)) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// weightChange compares the backend weights of two versions of an
+// HTTPRoute (or any object with spec.rules[].backendRefs[]): one entry per
+// backend whose weight changed, "name before → after" ("-" for absent).
+func weightChange(before, after []byte) []string {
+	a, b := backendWeights(before), backendWeights(after)
+	if a == nil && b == nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for n := range a {
+		names[n] = true
+	}
+	for n := range b {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	var out []string
+	for _, n := range sorted {
+		x, okx := a[n]
+		y, oky := b[n]
+		if okx && oky && x == y {
+			continue
+		}
+		show := func(v string, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return v
+		}
+		out = append(out, fmt.Sprintf("%s %s → %s", n, show(x, okx), show(y, oky)))
+	}
+	return out
+}
+
+// backendWeights reads spec.rules[].backendRefs[] as name → weight.
+func backendWeights(doc []byte) map[string]string {
+	var route struct {
+		Spec struct {
+			Rules []struct {
+				BackendRefs []struct {
+					Name   string `json:"name"`
+					Weight *int64 `json:"weight"`
+				} `json:"backendRefs"`
+			} `json:"rules"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(doc, &route); err != nil {
+		return nil
+	}
+	var out map[string]string
+	for _, r := range route.Spec.Rules {
+		for _, br := range r.BackendRefs {
+			if out == nil {
+				out = map[string]string{}
+			}
+			w := "1" // Gateway API's default weight
+			if br.Weight != nil {
+				w = fmt.Sprint(*br.Weight)
+			}
+			out[br.Name] = w
+		}
+	}
+	return out
+}
