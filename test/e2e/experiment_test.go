@@ -11,7 +11,6 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -265,8 +264,8 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 
 	// Flux applied each: the component, the WorkflowTemplate, the Workflow,
 	// the template older than the Workflow.
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo-apps", Name: "demo-services"}, &corev1.ConfigMap{}); err != nil {
-		t.Fatalf("the component's ConfigMap: %v", err)
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the component's Deployment (catalog/apps/demo-services): %v", err)
 	}
 	tmpl := &unstructured.Unstructured{}
 	tmpl.SetAPIVersion("argoproj.io/v1alpha1")
