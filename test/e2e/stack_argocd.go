@@ -302,10 +302,6 @@ func appliers(t *testing.T, f func(t *testing.T, applier scribev1.ApplierKind)) 
 	}
 }
 
-// waitTimeout is how long a step of the loop may take before a test gives
-// up: generous, the machine is shared.
-const waitTimeout = 3 * time.Minute
-
 // applierLog is the tail of the applier's log, for wait messages.
 func (s *Stack) applierLog(lines int) string {
 	if s.Applier == scribev1.ApplierArgoCD {
