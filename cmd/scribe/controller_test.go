@@ -188,7 +188,7 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	}
 
 	plain := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(180 * time.Second)
 	waitUntil := func(what string, ok func() bool) {
 		t.Helper()
 		for !ok() {
