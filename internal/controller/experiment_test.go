@@ -557,6 +557,7 @@ func TestExperimentFailedLoadGeneratorFailsTheExperiment(t *testing.T) {
 func TestExperimentRestartedMidStageNeitherRepeatsNorSkipsAStage(t *testing.T) {
 	f := newFixture(t)
 	expInstallCRDs(t, f, argoWorkflowCRD)
+	f.publishCatalog(t) // the built-in components are delivered from it
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
