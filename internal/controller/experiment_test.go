@@ -253,7 +253,14 @@ func (f *fixture) waitStage(t *testing.T, name string, n int32) *scribev1.Experi
 	var e *scribev1.Experiment
 	waitFor(t, fmt.Sprintf("experiment %s: stage %d committed", name, n), func() (bool, string) {
 		e = f.experiment(t, name)
-		return e.Status.Stage == n && e.Status.Revision != "" && e.Status.ObservedGeneration == e.Generation, expState(e)
+		// The stage's commit is recorded in status.stages too: an intent
+		// saved before the push already says stage n, with the previous
+		// stage's revision still in status.revision.
+		recorded := false
+		for _, s := range e.Status.Stages {
+			recorded = recorded || (s.Stage == n && s.Commit == e.Status.Revision)
+		}
+		return e.Status.Stage == n && e.Status.Revision != "" && recorded && e.Status.ObservedGeneration == e.Generation, expState(e)
 	})
 	return e
 }
