@@ -276,6 +276,11 @@ func (s *Stack) start(t testing.TB) error {
 	if err := s.createNode(ctx); err != nil {
 		return err
 	}
+	gwCtx, stopGateway := context.WithCancel(ctx)
+	t.Cleanup(stopGateway)
+	if err := s.startGateway(gwCtx); err != nil {
+		return err
+	}
 	fluxEnv := []string{"KUBECONFIG=" + s.Kubeconfig, "RUNTIME_NAMESPACE=flux-system"}
 	storage, _ := s.addr()
 	if err := os.MkdirAll(filepath.Join(s.Dir, "storage"), 0o755); err != nil {

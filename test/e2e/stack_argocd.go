@@ -90,7 +90,7 @@ func (s *Stack) startArgoCD(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(dir, "crds")}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(dir, "crds")}, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}); err != nil {
 		return fmt.Errorf("install Argo CD's CRDs: %w", err)
 	}
 	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ArgoCDNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {

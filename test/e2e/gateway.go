@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The loop's Gateway. Workloads' HTTPRoutes attach to the Gateway
+// gateway-system/public. No Gateway API implementation can run here (each
+// needs its own data plane: Envoy, Istio, NGINX), so the loop plays the
+// control-plane half of one: it owns the GatewayClass "scribe-e2e" and
+// writes route status exactly as implementations do (Gateway API v1
+// RouteStatus: one status.parents entry per parentRef it serves, with its
+// controllerName and Accepted and ResolvedRefs conditions at the route's
+// generation), so the appliers see a route attached as in a real cluster.
+// Argo CD's built-in HTTPRoute health check, for one, keeps a route without
+// status Progressing, and with it the Application.
+const (
+	GatewayClassName  = "scribe-e2e"
+	GatewayController = "scribe.dev/e2e-gateway"
+	GatewayNamespace  = "gateway-system"
+	GatewayName       = "public"
+)
+
+const gatewayGroup = "gateway.networking.k8s.io"
+
+func gatewayObject(kind string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(gatewayGroup + "/v1")
+	u.SetKind(kind)
+	return u
+}
+
+// startGateway creates the GatewayClass and the Gateway and runs the route
+// status writer until ctx ends.
+func (s *Stack) startGateway(ctx context.Context) error {
+	gc := gatewayObject("GatewayClass")
+	gc.SetName(GatewayClassName)
+	_ = unstructured.SetNestedField(gc.Object, GatewayController, "spec", "controllerName")
+	gw := gatewayObject("Gateway")
+	gw.SetNamespace(GatewayNamespace)
+	gw.SetName(GatewayName)
+	gw.Object["spec"] = map[string]any{
+		"gatewayClassName": GatewayClassName,
+		"listeners": []any{map[string]any{
+			"name": "http", "port": int64(80), "protocol": "HTTP",
+			"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "All"}},
+		}},
+	}
+	for _, o := range []*unstructured.Unstructured{gc, gw} {
+		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	gw.Object["status"] = map[string]any{"conditions": []any{
+		condition("Accepted", "True", "Accepted", "Gateway accepted", gw.GetGeneration(), now),
+		condition("Programmed", "True", "Programmed", "Gateway programmed", gw.GetGeneration(), now),
+	}}
+	if err := s.Client.Status().Update(ctx, gw); err != nil {
+		return fmt.Errorf("write the status of Gateway %s/%s: %w", GatewayNamespace, GatewayName, err)
+	}
+	go s.writeRouteStatus(ctx)
+	return nil
+}
+
+func condition(typ, status, reason, msg string, gen int64, now string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg,
+		"observedGeneration": gen, "lastTransitionTime": now}
+}
+
+// writeRouteStatus brings every HTTPRoute's status up to date every 250 ms
+// (a Service a route points at may arrive after the route). A backend seen
+// missing is reported only once it has been missing for 2 s: an applier
+// creates a route's Services in the same apply, and an implementation's
+// informer may see the route first.
+func (s *Stack) writeRouteStatus(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	missingSince := map[types.UID]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(gatewayGroup + "/v1")
+		list.SetKind("HTTPRouteList")
+		if err := s.Client.List(ctx, list); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			if err := s.routeStatus(ctx, &list.Items[i], missingSince); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				s.logf("gateway: route status of %s/%s: %v", list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
+			}
+		}
+	}
+}
+
+// routeStatus writes the status.parents entries of the parentRefs that
+// name a Gateway of our class; other controllers' entries are kept.
+func (s *Stack) routeStatus(ctx context.Context, r *unstructured.Unstructured, missingSince map[types.UID]time.Time) error {
+	gen := r.GetGeneration()
+	refs, _, _ := unstructured.NestedSlice(r.Object, "spec", "parentRefs")
+	old, _, _ := unstructured.NestedSlice(r.Object, "status", "parents")
+	var parents []any
+	mine := map[string]map[string]any{}
+	for _, p := range old {
+		pm, _ := p.(map[string]any)
+		if pm["controllerName"] != GatewayController {
+			parents = append(parents, p)
+			continue
+		}
+		key, _ := json.Marshal(pm["parentRef"])
+		mine[string(key)] = pm
+	}
+	resolved, why := s.backendsResolve(ctx, r)
+	if resolved {
+		delete(missingSince, r.GetUID())
+	} else {
+		since, seen := missingSince[r.GetUID()]
+		if !seen {
+			missingSince[r.GetUID()] = time.Now()
+		}
+		if !seen || time.Since(since) < 2*time.Second {
+			return nil
+		}
+	}
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	for _, ref := range refs {
+		rm, _ := ref.(map[string]any)
+		if !s.ourGateway(ctx, r.GetNamespace(), rm) {
+			continue
+		}
+		refsCond := condition("ResolvedRefs", "True", "ResolvedRefs", "Resolved all the object references for the route", gen, now)
+		if !resolved {
+			refsCond = condition("ResolvedRefs", "False", "BackendNotFound", why, gen, now)
+		}
+		conds := []any{condition("Accepted", "True", "Accepted", "Route is accepted", gen, now), refsCond}
+		key, _ := json.Marshal(rm)
+		if prev := mine[string(key)]; prev != nil {
+			keepTransitionTimes(conds, prev["conditions"])
+		}
+		parents = append(parents, map[string]any{"parentRef": rm, "controllerName": GatewayController, "conditions": conds})
+	}
+	if reflect.DeepEqual(normalize(parents), normalize(old)) {
+		return nil
+	}
+	r.Object["status"] = map[string]any{"parents": parents}
+	if parents == nil {
+		r.Object["status"] = map[string]any{"parents": []any{}}
+	}
+	return s.Client.Status().Update(ctx, r)
+}
+
+// normalize makes a parents list comparable with one read from the API.
+func normalize(v []any) any {
+	if len(v) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// keepTransitionTimes keeps lastTransitionTime of conditions whose status
+// did not change, as the API conventions ask.
+func keepTransitionTimes(conds []any, prev any) {
+	pl, _ := prev.([]any)
+	for _, c := range conds {
+		cm := c.(map[string]any)
+		for _, p := range pl {
+			pm, _ := p.(map[string]any)
+			if pm["type"] == cm["type"] && pm["status"] == cm["status"] {
+				cm["lastTransitionTime"] = pm["lastTransitionTime"]
+			}
+		}
+	}
+}
+
+// ourGateway says whether a parentRef names a Gateway of our class.
+func (s *Stack) ourGateway(ctx context.Context, routeNS string, ref map[string]any) bool {
+	if g, _ := ref["group"].(string); g != "" && g != gatewayGroup {
+		return false
+	}
+	if k, _ := ref["kind"].(string); k != "" && k != "Gateway" {
+		return false
+	}
+	ns, _ := ref["namespace"].(string)
+	if ns == "" {
+		ns = routeNS
+	}
+	name, _ := ref["name"].(string)
+	gw := gatewayObject("Gateway")
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, gw); err != nil {
+		return false
+	}
+	class, _, _ := unstructured.NestedString(gw.Object, "spec", "gatewayClassName")
+	return class == GatewayClassName
+}
+
+// backendsResolve says whether every Service backendRef of the route exists.
+func (s *Stack) backendsResolve(ctx context.Context, r *unstructured.Unstructured) (bool, string) {
+	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+	for _, rule := range rules {
+		rm, _ := rule.(map[string]any)
+		backends, _ := rm["backendRefs"].([]any)
+		for _, b := range backends {
+			bm, _ := b.(map[string]any)
+			if k, _ := bm["kind"].(string); k != "" && k != "Service" {
+				continue
+			}
+			ns, _ := bm["namespace"].(string)
+			if ns == "" {
+				ns = r.GetNamespace()
+			}
+			name, _ := bm["name"].(string)
+			svc := &unstructured.Unstructured{}
+			svc.SetAPIVersion("v1")
+			svc.SetKind("Service")
+			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+				return false, fmt.Sprintf("Service %q not found in namespace %q", name, ns)
+			}
+		}
+	}
+	return true, ""
+}
