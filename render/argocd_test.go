@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -181,5 +182,65 @@ func TestArgoCDExperimentComponentsUseTheExperimentsAppProject(t *testing.T) {
 		if av, _ := o["apiVersion"].(string); strings.HasPrefix(av, "helm.toolkit.fluxcd.io/") || strings.HasPrefix(av, "source.toolkit.fluxcd.io/") {
 			t.Errorf("Argo CD renders a Flux %s %s", o["kind"], str(o, "metadata", "name"))
 		}
+	}
+}
+
+// Argo CD has no postBuild substitution: a kustomize-sourced component's
+// params reach Argo CD only through its catalog entry's argocd mapping
+// (demo-services maps replicas to its Deployments' replica counts), and a
+// param no mapping covers is refused with the field that set it, instead of
+// an Application that applies a literal ${param}.
+func TestArgoCDComponentParamsAreMappedOrRefused(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		component map[string]any
+		observe   bool
+		want      []any  // spec.source.kustomize.replicas of the component's Application
+		wantErr   string // or the error, naming the field
+	}{
+		{name: "default replicas", component: map[string]any{"app": "demo-services"},
+			want: []any{map[string]any{"name": "demo-http", "count": float64(1)}, map[string]any{"name": "demo-grpc", "count": float64(1)}}},
+		{name: "replicas 3", component: map[string]any{"app": "demo-services", "params": map[string]any{"replicas": "3"}},
+			want: []any{map[string]any{"name": "demo-http", "count": float64(3)}, map[string]any{"name": "demo-grpc", "count": float64(3)}}},
+		{name: "unmapped params of the observability config", component: map[string]any{"app": "demo-services"}, observe: true,
+			wantErr: `spec.targets[0].observability: component "otel-collector": Argo CD cannot pass param(s) endpoint, tenant, transport`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exp := hubExperiment()
+			target := exp["spec"].(map[string]any)["targets"].([]any)[0].(map[string]any)
+			target["components"] = []any{tc.component}
+			if tc.observe {
+				target["observability"] = map[string]any{"enabled": true}
+			}
+			b, err := e.Render(context.Background(), render.Input{Object: exp, Publish: argoPublish(), Resolved: testResolved})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, o := range renderedObjects(t, b) {
+				if o["kind"] != "Application" || !strings.HasSuffix(str(o, "metadata", "name"), "demo-services") {
+					continue
+				}
+				found = true
+				src := o["spec"].(map[string]any)["source"].(map[string]any)
+				k, _ := src["kustomize"].(map[string]any)
+				if got := k["replicas"]; fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("kustomize.replicas = %v, want %v", got, tc.want)
+				}
+			}
+			if !found {
+				t.Fatal("no Application for demo-services")
+			}
+		})
 	}
 }

@@ -62,6 +62,9 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if fe := placeCatalogSource(r, res.Catalog, pub.Applier.Kind, namePath); fe != nil {
 				return nil, append(ferrs, *fe)
 			}
+			if fe := argoParams(r, pub.Applier.Kind, paramsPath); fe != nil {
+				return nil, append(ferrs, *fe)
+			}
 		}
 		return r, ferrs
 	}
@@ -156,6 +159,44 @@ func jsonValue(j *apiextensionsv1.JSON) (any, error) {
 		return nil, fmt.Errorf("decode params: %w", err)
 	}
 	return deepCopyJSON(v), nil
+}
+
+// argoParams refuses, under Argo CD, a kustomize-sourced component with a
+// param its catalog entry does not map (entry.argocd): Flux substitutes
+// ${param} into the built manifests, Argo CD cannot, so the manifests would
+// be applied with the literal ${param} in them.
+func argoParams(r *contract.Resolved, applier scribev1.ApplierKind, paramsPath string) *FieldError {
+	if applier != scribev1.ApplierArgoCD || r.Kind == contract.ComponentWorkflow || len(r.Params) == 0 {
+		return nil
+	}
+	src, _ := r.Entry["source"].(map[string]any)
+	if t, _ := src["type"].(string); t == "helm" {
+		return nil
+	}
+	mapped := map[string]bool{}
+	if a, ok := r.Entry["argocd"].(map[string]any); ok {
+		reps, _ := a["replicas"].([]any)
+		for _, rep := range reps {
+			if m, ok := rep.(map[string]any); ok {
+				if p, _ := m["param"].(string); p != "" {
+					mapped[p] = true
+				}
+			}
+		}
+	}
+	var missing []string
+	for k := range r.Params {
+		if !mapped[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	return &FieldError{Path: paramsPath, Message: fmt.Sprintf(
+		"component %q: Argo CD cannot pass param(s) %s to its kustomize source (Flux substitutes them after the build; Argo CD has no such step), and its catalog entry does not map them under argocd: add the mapping to the entry, or apply this Repository with Flux",
+		r.Name, strings.Join(missing, ", "))}
 }
 
 // namespacePolicy says which namespaces a component may install into.

@@ -163,7 +163,20 @@ func (a *argoApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity,
 	if !found {
 		return notObserved("Application", sync, err)
 	}
-	return health.ArgoApplication(ctx, app, commit, anc)
+	v, err := health.ArgoApplication(ctx, app, commit, anc)
+	if err == nil && v.State == health.Pending && v.Reason == health.ReasonProgressing {
+		// A sync object is applied once Argo CD synced our commit and
+		// computed health after that sync (the checks before health in
+		// ArgoApplication), as Flux's sync Kustomization (wait: false) is
+		// Ready once applied. Whether what it applied is healthy is read
+		// by Scribe itself: a Workload's Deployments (its analysis runs on
+		// a canary that never becomes available), an Experiment's
+		// deliveries. Argo CD's Progressing is that not-yet-healthy state;
+		// Degraded stays a failure.
+		v.State, v.Reason = health.Healthy, health.ReasonHealthy
+		v.Message = "synced; Argo CD reports the Application Progressing"
+	}
+	return v, err
 }
 
 func (a *argoApplier) Gone(ctx context.Context, sync scribev1.ObjectIdentity) (bool, error) {
