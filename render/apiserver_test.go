@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,6 +51,9 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     append(files, filepath.Join("..", "config", "crd", "bases")),
 		ErrorIfCRDPathMissing: true,
+		// Hundreds of CRDs on a loaded CI machine take longer than the
+		// default 10 s to be served.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 3 * time.Minute},
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -81,6 +81,7 @@ func TestControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--poll-interval", "0s"}, "--poll-interval"},
 		{[]string{"--leader-elect", "--leader-election-id", ""}, "--leader-election-id"},
 		{[]string{"--poll-interval", "soon"}, "--poll-interval"},
+		{[]string{"--watched-poll-interval", "0s"}, "--watched-poll-interval"},
 		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"--kube-api-burst", "-5"}, "--kube-api-burst"},
 	} {
@@ -112,7 +113,8 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	crdDirs := []string{filepath.Join("..", "..", "config", "crd", "bases")}
 	// Flux's and Argo CD's CRDs, which the controller watches.
 	upstream := crdstest.Files(t, "flux-source", "flux-kustomize", "argocd")
-	env := &envtest.Environment{CRDDirectoryPaths: append(crdDirs, upstream...), ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{CRDDirectoryPaths: append(crdDirs, upstream...), ErrorIfCRDPathMissing: true,
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 3 * time.Minute}} // a loaded CI machine is slow to serve them
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver: %v", err)

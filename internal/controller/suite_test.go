@@ -68,6 +68,9 @@ func testEnv(t testing.TB) *env {
 		e := &envtest.Environment{
 			CRDDirectoryPaths:     append(files, filepath.Join("..", "..", "config", "crd", "bases")),
 			ErrorIfCRDPathMissing: true,
+			// On a loaded CI machine the CRDs take longer than the
+			// default 10 s to be served.
+			CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 3 * time.Minute},
 		}
 		cfg, err := e.Start()
 		if err != nil {
