@@ -24,11 +24,19 @@ import (
 // generation), so the appliers see a route attached as in a real cluster.
 // Argo CD's built-in HTTPRoute health check, for one, keeps a route without
 // status Progressing, and with it the Application.
+//
+// Likewise for Ingress: the loop owns the IngressClass "nginx" (the class
+// the catalog's demo-services asks for, with its own controller name) and
+// publishes each Ingress of that class at 127.0.0.1 in
+// status.loadBalancer, as an ingress controller does once it serves it
+// (Argo CD's Ingress health is Progressing until then).
 const (
 	GatewayClassName  = "scribe-e2e"
 	GatewayController = "scribe.dev/e2e-gateway"
 	GatewayNamespace  = "gateway-system"
 	GatewayName       = "public"
+	IngressClass      = "nginx"
+	IngressController = "scribe.dev/e2e-ingress"
 )
 
 const gatewayGroup = "gateway.networking.k8s.io"
@@ -56,7 +64,12 @@ func (s *Stack) startGateway(ctx context.Context) error {
 			"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "All"}},
 		}},
 	}
-	for _, o := range []*unstructured.Unstructured{gc, gw} {
+	ic := &unstructured.Unstructured{}
+	ic.SetAPIVersion("networking.k8s.io/v1")
+	ic.SetKind("IngressClass")
+	ic.SetName(IngressClass)
+	_ = unstructured.SetNestedField(ic.Object, IngressController, "spec", "controller")
+	for _, o := range []*unstructured.Unstructured{gc, gw, ic} {
 		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
@@ -103,6 +116,31 @@ func (s *Stack) writeRouteStatus(ctx context.Context) {
 			if err := s.routeStatus(ctx, &list.Items[i], missingSince); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				s.logf("gateway: route status of %s/%s: %v", list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
 			}
+		}
+		s.ingressStatus(ctx)
+	}
+}
+
+// ingressStatus publishes every Ingress of our class that is not yet
+// published at 127.0.0.1.
+func (s *Stack) ingressStatus(ctx context.Context) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("networking.k8s.io/v1")
+	list.SetKind("IngressList")
+	if err := s.Client.List(ctx, list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		in := &list.Items[i]
+		if class, _, _ := unstructured.NestedString(in.Object, "spec", "ingressClassName"); class != IngressClass {
+			continue
+		}
+		if lb, _, _ := unstructured.NestedSlice(in.Object, "status", "loadBalancer", "ingress"); len(lb) > 0 {
+			continue
+		}
+		in.Object["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "127.0.0.1"}}}}
+		if err := s.Client.Status().Update(ctx, in); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			s.logf("ingress: status of %s/%s: %v", in.GetNamespace(), in.GetName(), err)
 		}
 	}
 }
