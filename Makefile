@@ -18,10 +18,10 @@ GO_TEST_FLAGS ?= -count=1
 FUZZ_TIME ?= 15s
 # make demo APPLIER=argocd walks the demo through Argo CD instead of Flux.
 APPLIER ?= flux
-# The appliers `make test` runs the end-to-end scenarios through. The Argo CD
-# subtests (`make test-e2e E2E_APPLIERS=argocd`) do not pass yet (issue 10):
-# they stay out of `make test` until they do.
-E2E_APPLIERS ?= flux
+# The applier the end-to-end scenarios run through: empty runs each scenario
+# once through Flux and once through Argo CD (its /Flux and /ArgoCD
+# subtests); `flux` or `argocd` runs one.
+E2E_APPLIERS ?=
 
 # Upstream CRDs (tests, schemas): an offline mirror with one folder per
 # project, ../shared/crds beside the repository when it exists; otherwise the
@@ -59,7 +59,7 @@ test: envtest-assets loop-assets $(CUE) ## Run every test: unit, golden, the hos
 	@# The two fuzz targets of the CLI, a short run each (their seed corpora, testdata/fuzz, already ran above as unit tests).
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_TIME)
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_TIME)
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -timeout 45m ./test/e2e/
 
 .PHONY: test-race
 test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.
