@@ -52,6 +52,7 @@ type controllerFlags struct {
 	watchLabelSelector      string
 	dataDir                 string
 	pollInterval            time.Duration
+	watchedPollInterval     time.Duration
 	noCrossNamespaceRefs    bool
 	gcpProject              string
 	kubeconfig              string
@@ -75,6 +76,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the Git caches (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/controller)")
 	fl.BoolVar(&f.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "refuse a Repository's spec.catalog that names a Flux source in another namespace (multi-tenancy, as in Flux)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
+	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server, as Flux's controllers allow by default (client-go's default of 20 made a burst of 1000 custom resources wait on the client)")
 	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", 300, "burst of queries to the API server above --kube-api-qps")
@@ -151,6 +153,9 @@ func (f *controllerFlags) check() error {
 	}
 	if f.kubeAPIBurst <= 0 {
 		problems = append(problems, fmt.Sprintf("--kube-api-burst must be positive, not %d", f.kubeAPIBurst))
+	}
+	if f.watchedPollInterval <= 0 {
+		problems = append(problems, fmt.Sprintf("--watched-poll-interval must be positive, not %s", f.watchedPollInterval))
 	}
 	if f.pollInterval <= 0 {
 		problems = append(problems, fmt.Sprintf("--poll-interval must be positive, not %s", f.pollInterval))
@@ -241,6 +246,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		CommitInterval: f.optionsCommitInterval(),
 		LabelSelector:  f.watchLabelSelector,
 		Poll:           f.pollInterval,
+		WatchedPoll:    f.watchedPollInterval,
 		GCPProject:     f.gcpProject,
 		HTTPClient:     &http.Client{Timeout: 30 * time.Second},
 		// As in kustomize-controller: artifact URLs name source-controller's

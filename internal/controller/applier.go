@@ -165,15 +165,16 @@ func (a *argoApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity,
 	}
 	v, err := health.ArgoApplication(ctx, app, commit, anc)
 	if err == nil && v.State == health.Pending && v.Reason == health.ReasonProgressing {
-		// A sync object is applied once Argo CD synced our commit and
-		// computed health after that sync (the checks before health in
-		// ArgoApplication), as Flux's sync Kustomization (wait: false) is
-		// Ready once applied. Whether what it applied is healthy is read
-		// by Scribe itself: a Workload's Deployments (its analysis runs on
-		// a canary that never becomes available), an Experiment's
-		// deliveries. Argo CD's Progressing is that not-yet-healthy state;
-		// Degraded stays a failure.
-		v.State, v.Reason = health.Healthy, health.ReasonHealthy
+		// Argo CD synced our commit and computed health after that sync
+		// (the checks before health in ArgoApplication), and says
+		// Progressing: applied, not healthy yet. The verdict stays
+		// Pending, so a step is not promoted before Argo CD says Healthy,
+		// but the reason tells the Workload's rollout that the commit is
+		// applied (as Flux's Ready sync Kustomization, wait: false,
+		// does): its analysis runs, and a canary that never becomes
+		// available is rolled back instead of waiting for Argo CD's
+		// progress deadline.
+		v.Reason = health.ReasonSyncedProgressing
 		v.Message = "synced; Argo CD reports the Application Progressing"
 	}
 	return v, err

@@ -80,6 +80,12 @@ type RolloutAction struct {
 type RolloutObservations struct {
 	// Poll is how often health is re-read while a step waits.
 	Poll time.Duration
+	// WatchedPoll, when set, replaces Poll while a commit waits to be
+	// applied and healthy: the applier's objects and the Deployments are
+	// watched, so their changes start a reconcile and the poll is only a
+	// safety net. A burst of CRs waiting on an applier then costs the API
+	// server a read per watch event, not one per CR every Poll.
+	WatchedPoll time.Duration
 	// Analysis says the reconciler can run analysis checks.
 	Analysis bool
 	// PullRequests says the Repository takes pull requests, so promotion
@@ -279,6 +285,14 @@ func (d *rollout) commit() *RolloutAction {
 	}}
 }
 
+// appliedPoll is how often a commit that waits to be applied is read back.
+func (o *RolloutObservations) appliedPoll() time.Duration {
+	if o.WatchedPoll > 0 {
+		return o.WatchedPoll
+	}
+	return o.Poll
+}
+
 // closedPRPoll is how often a pull request closed without merging is read
 // again: ten polls, at most 30 s.
 func closedPRPoll(poll time.Duration) time.Duration {
@@ -325,7 +339,7 @@ func (d *rollout) readBack() *RolloutAction {
 		if st.Phase != scribev1.WorkloadRolledBack {
 			st.Phase = scribev1.WorkloadProgressing
 		}
-		return &RolloutAction{Kind: RolloutWait, Requeue: d.obs.Poll, Marks: []Mark{
+		return &RolloutAction{Kind: RolloutWait, Requeue: d.obs.appliedPoll(), Marks: []Mark{
 			markReconciling(ReasonApplyPending, "waiting for %s: %s", shortRev(st.Revision), h.Verdict.Message),
 			markNotReady(ReasonApplyPending, "waiting for %s to be applied and healthy: %s", shortRev(st.Revision), h.Verdict.Message),
 		}}

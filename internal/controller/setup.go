@@ -63,6 +63,11 @@ type Options struct {
 	LabelSelector string
 	// Poll is how often health is re-read while waiting for the applier.
 	Poll time.Duration
+	// WatchedPoll is how often a Workload's commit is re-read while it
+	// waits on an applier whose objects are watched (default
+	// DefaultWatchedPoll; never shorter than Poll): the watch starts the
+	// reconcile, the poll is a safety net.
+	WatchedPoll time.Duration
 	// RepositoryInterval between access checks of a Ready Repository.
 	RepositoryInterval time.Duration
 	// GCPProject for gke and talos clusters.
@@ -85,6 +90,9 @@ type Options struct {
 	NoCrossNamespaceRefs bool
 }
 
+// DefaultWatchedPoll is Options.WatchedPoll's default.
+const DefaultWatchedPoll = 30 * time.Second
+
 // DefaultConcurrency is each reconciler's default number of workers. It
 // is high because a worker is cheap while it waits: a burst of custom
 // resources needs many of them waiting on one commit to become a few
@@ -103,6 +111,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if opts.Poll <= 0 {
 		opts.Poll = 2 * time.Second
 	}
+	if opts.WatchedPoll <= 0 {
+		opts.WatchedPoll = DefaultWatchedPoll
+	}
+	opts.WatchedPoll = max(opts.WatchedPoll, opts.Poll)
 	if opts.RepositoryInterval <= 0 {
 		opts.RepositoryInterval = 5 * time.Minute
 	}
@@ -150,10 +162,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		return nil, fmt.Errorf("repository controller: %w", err)
 	}
 	wr := &WorkloadReconciler{
-		Publisher: p,
-		Events:    mgr.GetEventRecorder("scribe-controller"),
-		Checks:    &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient},
-		Poll:      opts.Poll,
+		Publisher:   p,
+		Events:      mgr.GetEventRecorder("scribe-controller"),
+		Checks:      &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient},
+		Poll:        opts.Poll,
+		WatchedPoll: opts.WatchedPoll,
 	}
 	if err := wr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("workload controller: %w", err)

@@ -10,7 +10,9 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +37,13 @@ type WorkloadReconciler struct {
 	Checks    *Checker
 	// Poll is how often health is read while a step waits to be applied.
 	Poll time.Duration
+	// WatchedPoll replaces Poll while a step waits on an applier whose
+	// objects are watched (see SetupWithManager): their changes, and the
+	// Deployments', start a reconcile at once, so the poll is only a
+	// safety net. Zero: Poll.
+	WatchedPoll time.Duration
+	// watched are the appliers whose objects SetupWithManager watches.
+	watched map[scribev1.ApplierKind]bool
 }
 
 // +kubebuilder:rbac:groups=scribe.dev,resources=workloads,verbs=get;list;watch;update;patch
@@ -64,8 +73,18 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 		}
 		return nil
 	}))
+	r.watched = map[scribev1.ApplierKind]bool{}
 	if kustomizationsInstalled(mgr) {
 		b = b.Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
+		r.watched[scribev1.ApplierFlux] = true
+	}
+	// Argo CD Applications are watched as metadata only (an Application's
+	// status is large, and every change bumps its resourceVersion).
+	if m, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "argoproj.io", Kind: "Application"}); err == nil {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(m.GroupVersionKind)
+		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
+		r.watched[scribev1.ApplierArgoCD] = true
 	}
 	return b.Complete(r)
 }
@@ -115,6 +134,9 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, error) {
 	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(),
 		FirstIntent: len(w.Status.Traffic) == 0 && w.Status.StableVersion == "" && w.Status.Revision == ""}
+	if r.watched[t.Applier.Kind()] {
+		obs.WatchedPoll = r.WatchedPoll
+	}
 	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.WorkloadKind, Namespace: w.Namespace, Name: w.Name}
 	var bundle *render.Bundle
 	for range maxDecisions {
@@ -196,7 +218,8 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			if err != nil {
 				return ctrl.Result{}, fmt.Errorf("read applier status of %s: %w", shortRev(st.Revision), err)
 			}
-			h := &Health{Applied: v.State == health.Healthy, Verdict: v}
+			applied := v.State == health.Healthy || v.Reason == health.ReasonSyncedProgressing
+			h := &Health{Applied: applied, Verdict: v}
 			if h.Applied {
 				h.Verdict = health.Aggregate(v, r.deployments(ctx, w, bundle))
 			}

@@ -53,6 +53,9 @@ const (
 	ReasonNotObserved = "NotObserved"
 	// ReasonProgressing: reconciliation or rollout in progress.
 	ReasonProgressing = "Progressing"
+	// ReasonSyncedProgressing: an applier synced the commit and its health
+	// is fresh but not Healthy yet (Argo CD's Progressing): applied.
+	ReasonSyncedProgressing = "SyncedProgressing"
 	// ReasonRevisionNotApplied: the applier's applied/synced revision is not
 	// our commit nor a descendant in which our paths are unchanged.
 	ReasonRevisionNotApplied = "RevisionNotApplied"
