@@ -107,9 +107,9 @@ func TestDecidePipelineAdmitsAVersionToTheNextStageOnlyOnceItHasSoaked(t *testin
 		eventHas string
 	}{
 		{
-			name: "a new pipeline admits the newest version to the first stage only",
-			p:    pipeline("v1,v2", "dev,staging,prod", time.Minute),
-			want: "dev admitted=v2 verified= failed= healthySince=false\nstaging admitted= verified= failed= healthySince=false\nprod admitted= verified= failed= healthySince=false\n",
+			name:  "a new pipeline admits the newest version to the first stage only",
+			p:     pipeline("v1,v2", "dev,staging,prod", time.Minute),
+			want:  "dev admitted=v2 verified= failed= healthySince=false\nstaging admitted= verified= failed= healthySince=false\nprod admitted= verified= failed= healthySince=false\n",
 			ready: "Ready=False/Progressing: stage dev: ", summary: "dev=- staging=- prod=-",
 		},
 		{
@@ -151,9 +151,9 @@ func TestDecidePipelineAdmitsAVersionToTheNextStageOnlyOnceItHasSoaked(t *testin
 			name: "a rollback stops the version in its stage and later stages keep theirs",
 			p: pipeline("v1,v2", "dev,staging,prod", 0, verified("dev", "v2"),
 				scribev1.PipelineStageStatus{Name: "staging", Admitted: "v2", Verified: "v1"}, verified("prod", "v1")),
-			stages: map[string]stageWL{"dev": stableIn("v2"), "staging": {stable: "v1", step: -1, phase: scribev1.WorkloadRolledBack, ready: true, rolledBack: "v2"}, "prod": stableIn("v1")},
-			want:   "dev admitted=v2 verified=v2 failed= healthySince=false\nstaging admitted=v2 verified=v1 failed=v2 healthySince=false\nprod admitted=v1 verified=v1 failed= healthySince=false\n",
-			ready:  "Ready=False/StageRolledBack: stage staging rolled back v2; later stages keep their versions: rollback of v2: step 1 failed",
+			stages:  map[string]stageWL{"dev": stableIn("v2"), "staging": {stable: "v1", step: -1, phase: scribev1.WorkloadRolledBack, ready: true, rolledBack: "v2"}, "prod": stableIn("v1")},
+			want:    "dev admitted=v2 verified=v2 failed= healthySince=false\nstaging admitted=v2 verified=v1 failed=v2 healthySince=false\nprod admitted=v1 verified=v1 failed= healthySince=false\n",
+			ready:   "Ready=False/StageRolledBack: stage staging rolled back v2; later stages keep their versions: rollback of v2: step 1 failed",
 			summary: "dev=v2 staging=v1!v2 prod=v1", eventHas: "Warning StageRolledBack: stage staging rolled back v2",
 		},
 		{
@@ -173,8 +173,8 @@ func TestDecidePipelineAdmitsAVersionToTheNextStageOnlyOnceItHasSoaked(t *testin
 			ready:  "Ready=False/Progressing",
 		},
 		{
-			name: "a stage is never given an older version than it has",
-			p: pipeline("v1,v2", "dev,staging", 0, verified("dev", "v1"), verified("staging", "v2")),
+			name:   "a stage is never given an older version than it has",
+			p:      pipeline("v1,v2", "dev,staging", 0, verified("dev", "v1"), verified("staging", "v2")),
 			stages: map[string]stageWL{"dev": stableIn("v1"), "staging": stableIn("v2")},
 			want:   "dev admitted=v2 verified=v1 failed= healthySince=false\nstaging admitted=v2 verified=v2 failed= healthySince=false\n",
 			ready:  "Ready=False/Progressing: stage dev: ",
@@ -190,11 +190,15 @@ func TestDecidePipelineAdmitsAVersionToTheNextStageOnlyOnceItHasSoaked(t *testin
 			ready:  "Ready=False/Progressing: stage prod: ", summary: "dev=v2 prod=v1",
 		},
 		{
-			name:   "a pull request closed without merging stalls the stage and nothing moves on",
-			p:      pipeline("v1,v2", "dev,staging", 0, verified("dev", "v2"), scribev1.PipelineStageStatus{Name: "staging", Admitted: "v2", Verified: "v1"}),
-			stages: map[string]stageWL{"dev": stableIn("v2"), "staging": func() stageWL { s := rolling("v1", "v2", 0); s.stalled = "pull request #7 was closed without merging"; return s }()},
-			want:   "dev admitted=v2 verified=v2 failed= healthySince=false\nstaging admitted=v2 verified=v1 failed= healthySince=false\n",
-			ready:  "Ready=False/StageStalled: stage staging: pull request #7 was closed without merging",
+			name: "a pull request closed without merging stalls the stage and nothing moves on",
+			p:    pipeline("v1,v2", "dev,staging", 0, verified("dev", "v2"), scribev1.PipelineStageStatus{Name: "staging", Admitted: "v2", Verified: "v1"}),
+			stages: map[string]stageWL{"dev": stableIn("v2"), "staging": func() stageWL {
+				s := rolling("v1", "v2", 0)
+				s.stalled = "pull request #7 was closed without merging"
+				return s
+			}()},
+			want:  "dev admitted=v2 verified=v2 failed= healthySince=false\nstaging admitted=v2 verified=v1 failed= healthySince=false\n",
+			ready: "Ready=False/StageStalled: stage staging: pull request #7 was closed without merging",
 		},
 		{
 			name:   "every stage on the newest version is Ready",
