@@ -425,3 +425,32 @@ func TestPipelinePullRequestClosedWithoutMergeHoldsTheStageAndLaterStages(t *tes
 		t.Errorf("prod's Workload carries %s", v)
 	}
 }
+
+func TestPipelineAPIRefusesBadSpecsNamingTheField(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name string
+		edit func(p *scribev1.Pipeline)
+		want string
+	}{
+		{"a template with its own repositoryRef", func(p *scribev1.Pipeline) {
+			p.Spec.Template.RepositoryRef = &scribev1.LocalObjectReference{Name: "dev"}
+		}, "spec.template.repositoryRef cannot be set: each stage names its Repository in spec.stages[].repositoryRef"},
+		{"two stages of one name", func(p *scribev1.Pipeline) {
+			p.Spec.Stages = append(p.Spec.Stages, p.Spec.Stages[0])
+		}, `spec.stages[2]: Duplicate value: {"name":"dev"}`},
+		{"no stage", func(p *scribev1.Pipeline) { p.Spec.Stages = nil }, "spec.stages: Required value"},
+		{"a stage name that is not a DNS label", func(p *scribev1.Pipeline) { p.Spec.Stages[0].Name = "Dev" }, "spec.stages[0].name: Invalid value"},
+		{"an unknown review", func(p *scribev1.Pipeline) { p.Spec.Stages[1].Review = "email" }, `spec.stages[1].review: Unsupported value: "email"`},
+		{"a name too long for its stage Workloads", func(p *scribev1.Pipeline) { p.Name = strings.Repeat("w", 31) }, "metadata.name must be at most 30 characters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := webPipeline(f.ns, []string{"v1"}, "dev", "staging")
+			tc.edit(p)
+			err := f.e.c.Create(f.ctx(), p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("create: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
