@@ -284,7 +284,7 @@ func pipelineSummary(st *scribev1.PipelineStatus, stages map[string]*scribev1.Wo
 		switch {
 		case s.InFlight != "":
 			detail := []string{}
-			if w := stages[s.Name]; w != nil {
+			if w := stages[s.Name]; w != nil && s.Stable != "" { // a first rollout has no steps
 				detail = append(detail, fmt.Sprintf("%d/%d", s.Step+1, len(steps(w))))
 			}
 			if s.PullRequest != nil && s.PullRequest.Number > 0 {
