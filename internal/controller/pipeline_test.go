@@ -22,8 +22,8 @@ import (
 
 // startPipelineRepositories creates one Repository per stage on the
 // fixture's git server (clusters/<stage>), edits applied to each, starts
-// the controller and waits for them to be Ready.
-func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit func(stage string, r *scribev1.Repository)) {
+// the controller and waits for them to be Ready; stop stops the controller.
+func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit func(stage string, r *scribev1.Repository)) (stop func()) {
 	t.Helper()
 	for _, s := range stages {
 		r := f.repo.DeepCopy()
@@ -36,7 +36,7 @@ func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit 
 			t.Fatal(err)
 		}
 	}
-	startController(t, f.e, f.ns)
+	stop = startController(t, f.e, f.ns)
 	for _, s := range stages {
 		waitFor(t, "Repository "+s+" Ready", func() (bool, string) {
 			r := &scribev1.Repository{}
@@ -47,6 +47,7 @@ func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit 
 			return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprint(c)
 		})
 	}
+	return stop
 }
 
 // webPipeline is a Pipeline "web" over versions whose template canaries
@@ -452,5 +453,53 @@ func TestPipelineAPIRefusesBadSpecsNamingTheField(t *testing.T) {
 				t.Fatalf("create: %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestPipelineControllerRestartedMidSoakKeepsTheSoakItSavedAndPromotesOnce(t *testing.T) {
+	f := newFixture(t)
+	stages := []string{"dev", "staging"}
+	stop := f.startPipelineRepositories(t, stages, nil)
+	p := webPipeline(f.ns, []string{"v1"}, stages...)
+	p.Spec.Stages[0].Soak = &metav1.Duration{Duration: 3 * time.Second}
+	if err := f.e.c.Create(f.ctx(), p); err != nil {
+		t.Fatal(err)
+	}
+	dev, staging := stage{f: f, name: "dev"}, stage{f: f, name: "staging"}
+	dev.stableAt(t, "v1")
+	staging.stableAt(t, "v1")
+	f.waitPipeline(t, "v1 everywhere", pipelineReady)
+
+	f.addPipelineVersion(t, "v2")
+	dev.stableAt(t, "v2")
+	got := f.waitPipeline(t, "v2 soaking in dev", func(p *scribev1.Pipeline) bool {
+		s := stageOf(p, "dev")
+		return s.Admitted == "v2" && s.HealthySince != nil
+	})
+	since := stageOf(got, "dev").HealthySince.Time
+	// The controller goes down mid-soak (a fresh manager with a fresh
+	// cache comes up later), and the soak ends while it is down.
+	stop()
+	time.Sleep(4 * time.Second)
+	if s := stageOf(f.pipeline(t), "staging"); s.Admitted != "v1" {
+		t.Fatalf("staging admitted %s while the controller was down", s.Admitted)
+	}
+	startController(t, f.e, f.ns)
+	got = f.waitPipeline(t, "v2 admitted to staging after the restart", func(p *scribev1.Pipeline) bool { return stageOf(p, "staging").Admitted == "v2" })
+	d := stageOf(got, "dev")
+	if !d.HealthySince.Time.Equal(since) || !strings.Contains(d.Evidence, "from "+since.UTC().Format(time.RFC3339)) {
+		t.Errorf("the soak restarted: healthySince %s (saved %s), evidence %q", d.HealthySince, since, d.Evidence)
+	}
+	staging.stableAt(t, "v2")
+	f.waitPipeline(t, "v2 everywhere", pipelineReady)
+	// One rollout of v2 in staging: its first step, its second, the promotion.
+	var stagingV2 int
+	for _, c := range f.scribeCommits(t, "Workload/"+f.ns+"/web-staging") {
+		if strings.Contains(f.fileAt(t, c, "clusters/staging/"+f.ns+"/workload/web-staging/httproute-web-staging.yaml"), "web-staging-v2") {
+			stagingV2++
+		}
+	}
+	if stagingV2 != 3 {
+		t.Errorf("staging has %d commits naming v2, want 3 (step 1, step 2, promotion)", stagingV2)
 	}
 }
