@@ -318,7 +318,7 @@ func TestPipelineStageRemovedFromSpecIsDeletedAndTheNextStageIsFedByTheOneBefore
 	// The next version goes from dev straight to prod.
 	f.addPipelineVersion(t, "v2")
 	dev.stableAt(t, "v2")
-	got = f.waitPipeline(t, "v2 admitted to prod", func(p *scribev1.Pipeline) bool { return stageOf(p, "prod").Admitted == "v2" })
+	f.waitPipeline(t, "v2 admitted to prod", func(p *scribev1.Pipeline) bool { return stageOf(p, "prod").Admitted == "v2" })
 	w := prod.stableAt(t, "v2")
 	if w.Annotations[controller.PromotedVersionAnnotation] != "v2" || !strings.Contains(w.Annotations[controller.PromotionEvidenceAnnotation], "in stage dev") {
 		t.Errorf("prod's Workload annotations %v do not carry dev's evidence", w.Annotations)
