@@ -1,5 +1,5 @@
-// Package v1alpha1 contains the Scribe API: Repository, Experiment and
-// Workload custom resources of the scribe.dev group.
+// Package v1alpha1 contains the Scribe API: Repository, Experiment,
+// Workload and Pipeline custom resources of the scribe.dev group.
 // +kubebuilder:object:generate=true
 // +groupName=scribe.dev
 package v1alpha1
@@ -19,6 +19,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		&Repository{}, &RepositoryList{},
 		&Experiment{}, &ExperimentList{},
 		&Workload{}, &WorkloadList{},
+		&Pipeline{}, &PipelineList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -34,7 +34,12 @@ var readVerbs = []string{"get", "list", "watch"}
 // any rule may grant. Nothing else may be written.
 var allowedWrites = map[string][]string{
 	// Scribe's own resources: finalizers and metadata, status.
-	"scribe.dev/workloads":               {"update", "patch"},
+	// A Pipeline owns one Workload per stage: it creates them, changes
+	// their versions and deletes a removed stage's (Scribe's own kind;
+	// what the Workload renders stays read-only, below).
+	"scribe.dev/workloads":               {"create", "update", "patch", "delete"},
+	"scribe.dev/pipelines":               {"update", "patch"},
+	"scribe.dev/pipelines/status":        {"update", "patch"},
 	"scribe.dev/experiments":             {"update", "patch"},
 	"scribe.dev/repositories":            {"update", "patch"},
 	"scribe.dev/workloads/status":        {"update", "patch"},
@@ -122,7 +127,7 @@ func TestRBACPolicyCatchesWrites(t *testing.T) {
 		{APIGroups: []string{"helm.toolkit.fluxcd.io"}, Resources: []string{"helmreleases"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"source.toolkit.fluxcd.io"}, Resources: []string{"gitrepositories"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"delete"}},
-		{APIGroups: []string{"scribe.dev"}, Resources: []string{"workloads"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{"scribe.dev"}, Resources: []string{"repositories"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"deletecollection"}},
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate"}},

@@ -171,6 +171,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err := wr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("workload controller: %w", err)
 	}
+	pr := &PipelineReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("scribe-controller")}
+	if err := pr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
+		return nil, err
+	}
 	// Experiments.
 	er := &ExperimentReconciler{Publisher: p, Events: mgr.GetEventRecorder("scribe-controller"), Poll: opts.Poll}
 	if err := er.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {

@@ -181,7 +181,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 				return r.fail(w, err)
 			}
 			bundle = full
-			prop, err := r.Publisher.Propose(ctx, t, change(w, bundle), st.Evidence)
+			prop, err := r.Publisher.Propose(ctx, t, change(w, bundle), promotionEvidence(w, st.Evidence))
 			if err != nil {
 				return r.fail(w, err)
 			}
@@ -243,7 +243,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 // and what the previous step showed.
 func change(w *scribev1.Workload, bundle *render.Bundle) publish.Change {
 	c := publish.ChangeFor(bundle)
-	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + w.Status.Evidence)
+	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + promotionEvidence(w, w.Status.Evidence))
 	c.Summary = workloadSummary(w)
 	return c
 }
