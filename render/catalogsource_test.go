@@ -38,7 +38,7 @@ func TestCatalogComponentsAreDeliveredFromThePublishedCatalog(t *testing.T) {
 		{name: "flux reads the published source", app: "demo-services", pub: render.DefaultPublish(), catalog: published,
 			want: `Kustomization ./scribe/apps/demo-services {"kind":"OCIRepository","name":"platform-catalog","namespace":"flux-system"}`},
 		{name: "argo cd fetches its url", app: "demo-services", pub: argo, catalog: published,
-			want: `Application scribe/apps/demo-services {"path":"scribe/apps/demo-services","repoURL":"oci://registry.example.com/platform/catalog","targetRevision":"v0.3.0"}`},
+			want: `Application scribe/apps/demo-services {"kustomize":{"replicas":[{"count":1,"name":"demo-http"},{"count":1,"name":"demo-grpc"}]},"path":"scribe/apps/demo-services","repoURL":"oci://registry.example.com/platform/catalog","targetRevision":"v0.3.0"}`},
 		{name: "no published catalog", app: "demo-services", pub: render.DefaultPublish(),
 			wantErr: []string{"spec.targets[0].components[0].app", `"demo-services"`, "./apps/demo-services", "spec.catalog", "--catalog-source"}},
 		{name: "argo cd without the url", app: "demo-services", pub: argo, catalog: &render.CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "platform-catalog"},
