@@ -200,6 +200,11 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 	}
 
 	log := newLogger(cmd.ErrOrStderr(), level)
+	// The manager and its controllers log through log (Options.Logger),
+	// not only through controller-runtime's global logger: SetLogger
+	// takes effect only once per process, and not at all once
+	// controller-runtime has given up waiting for it (30 s after the
+	// process started, when something logged through it first).
 	ctrl.SetLogger(log)
 	tracing, stopTracing, err := setupTracing(cmd.Context())
 	if err != nil {
@@ -222,6 +227,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Logger:                        log,
 		Scheme:                        scheme,
 		Metrics:                       f.metricsOptions(),
 		HealthProbeBindAddress:        f.probeAddr,

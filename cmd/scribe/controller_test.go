@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scribe-gitops/scribe/internal/controller"
@@ -159,6 +161,11 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// controller-runtime's global logger is set once per process, and
+	// given up on 30 s after start: in a long test binary it is already
+	// fixed. The command's logs (its manager's and controllers') must not
+	// depend on it.
+	ctrllog.SetLogger(logr.Discard())
 	began := time.Now()
 	probe, metrics := freePort(t), freePort(t)
 	const leaseID = "scribe-controller-test.scribe.dev"
