@@ -8,7 +8,6 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -149,7 +148,7 @@ func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 // reconcile renders the Experiment into one commit and follows what is read
 // back of it.
-func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experiment, patcher *patch.SerialPatcher) (ctrl.Result, error) {
+func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experiment, patcher *statusPatcher) (ctrl.Result, error) {
 	st := &e.Status
 	observed := st.ObservedGeneration
 	st.ObservedGeneration = e.Generation
@@ -159,7 +158,7 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 // progress walks the Experiment's stages: DecideExperiment (stages.go)
 // decides, and progress carries out each action it asks for, records what
 // it saw and asks again, until the decision is to wait.
-func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experiment, patcher *patch.SerialPatcher, newGeneration bool) (ctrl.Result, error) {
+func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experiment, patcher *statusPatcher, newGeneration bool) (ctrl.Result, error) {
 	obs := ExperimentObservations{Poll: r.Poll, NewGeneration: newGeneration, CompleteRequested: completeRequested(e)}
 	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.ExperimentKind, Namespace: e.Namespace, Name: e.Name}
 	var (
@@ -344,7 +343,7 @@ func runsOf(b *render.Bundle) []ComponentRunRef {
 }
 
 // patch writes metadata and status now, owning Scribe's conditions.
-func (r *ExperimentReconciler) patch(ctx context.Context, patcher *patch.SerialPatcher, e *scribev1.Experiment) error {
+func (r *ExperimentReconciler) patch(ctx context.Context, patcher *statusPatcher, e *scribev1.Experiment) error {
 	return patchObject(ctx, patcher, e)
 }
 

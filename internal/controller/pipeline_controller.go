@@ -6,7 +6,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/patch"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +55,7 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		run(ctx, r.Client, req, &scribev1.Pipeline{})
 }
 
-func (r *PipelineReconciler) reconcile(ctx context.Context, p *scribev1.Pipeline, patcher *patch.SerialPatcher) (ctrl.Result, error) {
+func (r *PipelineReconciler) reconcile(ctx context.Context, p *scribev1.Pipeline, patcher *statusPatcher) (ctrl.Result, error) {
 	owned, err := r.stageWorkloads(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err

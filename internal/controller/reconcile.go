@@ -7,7 +7,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,7 +45,7 @@ type lifecycle[T object] struct {
 	finalize func(ctx context.Context, obj T) (ctrl.Result, error)
 	// reconcile is one pass towards the desired state, with the
 	// finalizer stored. It may patch intermediate status with patcher.
-	reconcile func(ctx context.Context, obj T, patcher *patch.SerialPatcher) (ctrl.Result, error)
+	reconcile func(ctx context.Context, obj T, patcher *statusPatcher) (ctrl.Result, error)
 }
 
 // run is one reconcile of the object req names, read into obj: status is
@@ -62,7 +61,7 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 		return ctrl.Result{}, fmt.Errorf("get %s %s: %w", l.kind, req.NamespacedName, err)
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("kind", l.kind, "namespace", obj.GetNamespace(), "name", obj.GetName()))
-	patcher := patch.NewSerialPatcher(obj, c)
+	patcher := newStatusPatcher(obj, c)
 	defer func() {
 		if err := finalizeStatus(ctx, patcher, obj); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -87,7 +86,7 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 // Flux's controllers: it records the reconcile request handled and patches
 // metadata and status. An object that is gone meanwhile (its finalizer
 // released) is no error.
-func finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj object) error {
+func finalizeStatus(ctx context.Context, patcher *statusPatcher, obj object) error {
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok && v != "" {
 		obj.SetLastHandledReconcileRequest(v)
 	}
@@ -99,11 +98,8 @@ func finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj objec
 
 // patchObject writes metadata (the finalizer) and status, owning Scribe's
 // conditions.
-func patchObject(ctx context.Context, patcher *patch.SerialPatcher, obj object) error {
-	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
-		return fmt.Errorf("patch %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return nil
+func patchObject(ctx context.Context, patcher *statusPatcher, obj object) error {
+	return patcher.Patch(ctx, obj)
 }
 
 // ownedConditions are the condition types Scribe writes; on a conflict

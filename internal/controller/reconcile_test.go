@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,7 +42,7 @@ func TestRunStoresTheFinalizerBeforeThePassAndPatchesStatusAfterIt(t *testing.T)
 			t.Fatal("finalize on a live object")
 			return ctrl.Result{}, nil
 		},
-		reconcile: func(ctx context.Context, w *scribev1.Workload, _ *patch.SerialPatcher) (ctrl.Result, error) {
+		reconcile: func(ctx context.Context, w *scribev1.Workload, _ *statusPatcher) (ctrl.Result, error) {
 			stored := &scribev1.Workload{}
 			if err := c.Get(ctx, webKey(), stored); err != nil {
 				t.Fatal(err)
@@ -79,7 +78,7 @@ func TestRunFinalizesAnObjectBeingDeletedAndToleratesItsDisappearance(t *testing
 			controllerutil.RemoveFinalizer(e, Finalizer)
 			return ctrl.Result{}, nil
 		},
-		reconcile: func(context.Context, *scribev1.Experiment, *patch.SerialPatcher) (ctrl.Result, error) {
+		reconcile: func(context.Context, *scribev1.Experiment, *statusPatcher) (ctrl.Result, error) {
 			t.Fatal("reconcile on an object being deleted")
 			return ctrl.Result{}, nil
 		},
@@ -95,7 +94,7 @@ func TestRunFinalizesAnObjectBeingDeletedAndToleratesItsDisappearance(t *testing
 func TestRunOfAMissingObjectDoesNothing(t *testing.T) {
 	res, err := lifecycle[*scribev1.Repository]{
 		kind: scribev1.RepositoryKind,
-		reconcile: func(context.Context, *scribev1.Repository, *patch.SerialPatcher) (ctrl.Result, error) {
+		reconcile: func(context.Context, *scribev1.Repository, *statusPatcher) (ctrl.Result, error) {
 			t.Fatal("reconcile of a missing object")
 			return ctrl.Result{}, nil
 		},
@@ -112,7 +111,7 @@ func TestRunRecordsTheReconcileRequestItHandled(t *testing.T) {
 	_, err := lifecycle[*scribev1.Workload]{
 		kind:     scribev1.WorkloadKind,
 		finalize: func(context.Context, *scribev1.Workload) (ctrl.Result, error) { return ctrl.Result{}, nil },
-		reconcile: func(context.Context, *scribev1.Workload, *patch.SerialPatcher) (ctrl.Result, error) {
+		reconcile: func(context.Context, *scribev1.Workload, *statusPatcher) (ctrl.Result, error) {
 			return ctrl.Result{}, nil
 		},
 	}.run(context.Background(), c, ctrl.Request{NamespacedName: webKey()}, &scribev1.Workload{})

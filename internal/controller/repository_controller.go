@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -50,7 +49,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // recorded by the shared table (Ready=False, Stalled when only a change
 // helps) but retried at RetryInterval whatever its reason: the check is a
 // poll of the remote, and Workloads and Experiments wait for it.
-func (r *RepositoryReconciler) reconcile(ctx context.Context, repo *scribev1.Repository, _ *patch.SerialPatcher) (ctrl.Result, error) {
+func (r *RepositoryReconciler) reconcile(ctx context.Context, repo *scribev1.Repository, _ *statusPatcher) (ctrl.Result, error) {
 	repo.Status.ObservedGeneration = repo.Generation
 	now := metav1.Now()
 	repo.Status.LastAccessCheck = &now

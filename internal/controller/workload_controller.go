@@ -7,7 +7,6 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/runtime/patch"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,7 +106,7 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // reconcile resolves the Workload's Repository and walks the rollout.
-func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher) (ctrl.Result, error) {
+func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher) (ctrl.Result, error) {
 	w.Status.ObservedGeneration = w.Generation
 	if w.Status.Phase == "" {
 		w.Status.Phase = scribev1.WorkloadPending
@@ -131,7 +130,7 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 // progress walks the rollout: DecideRollout (rollout.go) decides, and
 // progress carries out each action it asks for, records what it saw and
 // asks again, until the decision is to wait.
-func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *patch.SerialPatcher, t *Target) (ctrl.Result, error) {
+func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher, t *Target) (ctrl.Result, error) {
 	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(),
 		FirstIntent: len(w.Status.Traffic) == 0 && w.Status.StableVersion == "" && w.Status.Revision == ""}
 	if r.watched[t.Applier.Kind()] {
@@ -147,7 +146,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			r.event(w, ev.Type, ev.Reason, "%s", ev.Message)
 		}
 		if act.SaveIntent {
-			if err := patcher.Patch(ctx, w, patch.WithOwnedConditions{Conditions: ownedConditions()}, patch.WithFieldOwner(fieldOwner)); err != nil {
+			if err := patcher.Patch(ctx, w); err != nil {
 				return ctrl.Result{}, fmt.Errorf("save the intent of workload %s/%s: %w", w.Namespace, w.Name, err)
 			}
 		}
