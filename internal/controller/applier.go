@@ -7,6 +7,7 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,9 +88,18 @@ func (a *fluxApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, s
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	var errs []error
 	if a.in.FluxSource != nil {
-		own := fluxSource(string(contract.SourceGitRepository), sync.Namespace, sync.Name)
-		if err := annotate(ctx, a.client, own, RequestedAtAnnotation, now); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
+		// The own source is asked only once it exists (read from the
+		// cache): before the root Kustomization first applies it, the
+		// request would only be a 404 (one per new custom resource, 1000
+		// in a burst of 1000), and a new GitRepository fetches at once.
+		key := client.ObjectKey{Namespace: sync.Namespace, Name: sync.Name}
+		if err := a.client.Get(ctx, key, &sourcev1.GitRepository{}); err == nil {
+			own := fluxSource(string(contract.SourceGitRepository), sync.Namespace, sync.Name)
+			if err := annotate(ctx, a.client, own, RequestedAtAnnotation, now); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		} else if !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("get GitRepository %s: %w", key, err))
 		}
 		if !syncChanged {
 			return errors.Join(errs...)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
@@ -122,9 +123,19 @@ func TestFluxNudgesTheCustomResourcesOwnSourceAndTheRootOnlyWhenItsSyncFileChang
 			if tc.own {
 				objs = append(objs, own)
 			}
-			c := applierClient(t, objs...)
+			var patched []string
+			c := interceptor.NewClient(applierClient(t, objs...).(client.WithWatch), interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+					patched = append(patched, obj.GetName())
+					return c.Patch(ctx, obj, p, opts...)
+				}})
 			if err := newApplier(c, in).Nudge(context.Background(), sync, tc.syncChanged); err != nil {
 				t.Fatal(err)
+			}
+			// A source that does not exist yet is not asked at all (no
+			// request answered 404).
+			if want := map[bool]int{false: 0, true: 1}; len(patched) != want[tc.wantOwn]+want[tc.wantRoot] {
+				t.Errorf("patched %v, want the own source %v and the root %v", patched, tc.wantOwn, tc.wantRoot)
 			}
 			if got := annotations(t, c, root)[RequestedAtAnnotation] != ""; got != tc.wantRoot {
 				t.Errorf("root source nudged = %v, want %v", got, tc.wantRoot)
