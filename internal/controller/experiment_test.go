@@ -1326,12 +1326,11 @@ func TestExperimentCompletion(t *testing.T) {
 	}
 }
 
-// TestExperimentPullRequestModeProposesEachStage: with a Repository that
-// takes changes by pull request, each stage is proposed, never committed
-// to the branch, and the next stage is proposed only after the previous
-// one's merge was applied and read back.
-func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
-	f := newFixture(t)
+// startReviewedExperiments starts the Experiment controller on a
+// Repository that takes changes by pull request through a fake GitHub
+// (GitHub's REST wire format), and returns the fake.
+func (f *fixture) startReviewedExperiments(t *testing.T) *forgetest.GitHub {
+	t.Helper()
 	gh := forgetest.NewGitHub(t)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
 	if err := f.e.c.Create(f.ctx(), secret); err != nil {
@@ -1339,6 +1338,39 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	}
 	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
 	f.startExperimentController(t)
+	return gh
+}
+
+// waitProposed waits for stage n to be proposed in a pull request other
+// than number not, not merged yet, and returns the Experiment as it was
+// then.
+func (f *fixture) waitProposed(t *testing.T, name string, n int32, not int) *scribev1.Experiment {
+	t.Helper()
+	var e *scribev1.Experiment
+	waitFor(t, fmt.Sprintf("experiment %s: stage %d proposed", name, n), func() (bool, string) {
+		e = f.experiment(t, name)
+		return e.Status.Stage == n && e.Status.PullRequest != nil && e.Status.PullRequest.Number != not && e.Status.Revision == "", expState(e)
+	})
+	return e
+}
+
+// prBody is the description of pull request number on the fake GitHub.
+func prBody(gh *forgetest.GitHub, number int) string {
+	for _, pr := range gh.PullRequests() {
+		if pr.Number == number {
+			return pr.Body
+		}
+	}
+	return ""
+}
+
+// TestExperimentPullRequestModeProposesEachStage: with a Repository that
+// takes changes by pull request, each stage is proposed, never committed
+// to the branch, and the next stage is proposed only after the previous
+// one's merge was applied and read back.
+func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
+	f := newFixture(t)
+	gh := f.startReviewedExperiments(t)
 	initial := f.head(t)
 	const name = "reviewed"
 	exp := hubExperiment(f.ns, name)
@@ -1348,19 +1380,10 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	}
 	ks := kustomizationName("Experiment", f.ns, name)
 	branch := "scribe/" + f.ns + "/experiment/" + name
-	waitPR := func(what string, not int) *scribev1.Experiment {
-		t.Helper()
-		var e *scribev1.Experiment
-		waitFor(t, what, func() (bool, string) {
-			e = f.experiment(t, name)
-			return e.Status.PullRequest != nil && e.Status.PullRequest.Number != not && e.Status.Revision == "", expState(e)
-		})
-		return e
-	}
 
 	// Stage 1 is proposed, not committed.
-	e := waitPR("stage 1 proposed", 0)
-	if e.Status.Stage != scribev1.StageClusters || f.head(t) != initial {
+	e := f.waitProposed(t, name, scribev1.StageClusters, 0)
+	if f.head(t) != initial {
 		t.Fatalf("stage 1 not proposed, or main moved: %s", expState(e))
 	}
 	pr1 := e.Status.PullRequest.Number
@@ -1377,17 +1400,11 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 		t.Fatalf("stage 2 proposed before stage 1 was applied: %s", expState(e))
 	}
 	f.playFlux(t, ks, merge1, true, "", "")
-	e = waitPR("stage 2 proposed", pr1)
-	if e.Status.Stage != scribev1.StageComponents || f.head(t) != merge1 {
+	e = f.waitProposed(t, name, scribev1.StageComponents, pr1)
+	if f.head(t) != merge1 {
 		t.Fatalf("stage 2 not proposed, or main moved without a merge: %s", expState(e))
 	}
-	var body string
-	for _, pr := range gh.PullRequests() {
-		if pr.Number == e.Status.PullRequest.Number {
-			body = pr.Body
-		}
-	}
-	if !strings.Contains(body, "stage 2 (components)") || !strings.Contains(body, "target app: Ready") {
+	if body := prBody(gh, e.Status.PullRequest.Number); !strings.Contains(body, "stage 2 (components)") || !strings.Contains(body, "target app: Ready") {
 		t.Errorf("stage 2's pull request does not say which stage and on what evidence:\n%s", body)
 	}
 	merge2 := f.mergePR(t, gh, e.Status.PullRequest.Number, branch)
@@ -1408,5 +1425,117 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	}
 	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 {
 		t.Fatalf("Scribe's commits %v, want the two proposed stages", commits)
+	}
+}
+
+// TestExperimentPullRequestModeProposesTheWorkflowStagesAfterTheirEvidence:
+// with a Repository that takes changes by pull request, stage 3 (the
+// workflow template's delivery) and stage 4 (the validation Workflow) are
+// each their own pull request. Stage 4 is proposed only once stage 3's
+// merge is applied and the template's delivery read back healthy, and the
+// Workflow reaches the base branch with stage 4's merge and in no commit
+// before it.
+func TestExperimentPullRequestModeProposesTheWorkflowStagesAfterTheirEvidence(t *testing.T) {
+	f := newFixture(t)
+	expInstallCRDs(t, f, argoWorkflowCRD)
+	gh := f.startReviewedExperiments(t)
+	const name = "reviewed-run"
+	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomizationName("Experiment", f.ns, name)
+	branch := "scribe/" + f.ns + "/experiment/" + name
+	dir := "clusters/dev/" + f.ns + "/experiment/" + name + "/"
+	delivery := dir + "kustomization-" + name + "-gateway-validation.yaml"
+	workflows := func(commit string) []string { return withPrefix(f.filesAt(t, commit, dir), "workflow-") }
+
+	// Stages 1 and 2: each proposed, merged, applied and read back.
+	pr := 0
+	for n := scribev1.StageClusters; n <= scribev1.StageComponents; n++ {
+		e := f.waitProposed(t, name, n, pr)
+		pr = e.Status.PullRequest.Number
+		merge := f.mergePR(t, gh, pr, branch)
+		if e = f.waitStage(t, name, n); e.Status.Revision != merge {
+			t.Fatalf("stage %d recorded as %s, want the merge %s", n, e.Status.Revision, merge)
+		}
+		f.playFlux(t, ks, merge, true, "", "")
+	}
+	merge2 := f.head(t)
+	f.playComponent(t, name, true, "", "")
+
+	// Stage 3 is its own pull request: the template's delivery, no Workflow.
+	e := f.waitProposed(t, name, scribev1.StageWorkflowTemplates, pr)
+	pr3 := *e.Status.PullRequest
+	if f.head(t) != merge2 {
+		t.Fatalf("main moved without a merge: %s", expState(e))
+	}
+	if f.fileAt(t, pr3.Head, delivery) == "" || len(workflows(pr3.Head)) != 0 {
+		t.Fatalf("stage 3's pull request (%s) holds %v, want the template's delivery and no Workflow", pr3.Head, f.filesAt(t, pr3.Head, dir))
+	}
+	if body := prBody(gh, pr3.Number); !strings.Contains(body, "stage 3 (workflow templates)") || !strings.Contains(body, "target app: Ready") || !strings.Contains(body, "target loadgen: Ready") {
+		t.Errorf("stage 3's pull request does not say which stage and on what evidence:\n%s", body)
+	}
+	merge3 := f.mergePR(t, gh, pr3.Number, branch)
+	if e = f.waitStage(t, name, scribev1.StageWorkflowTemplates); e.Status.Revision != merge3 {
+		t.Fatalf("stage 3 recorded as %s, want the merge %s", e.Status.Revision, merge3)
+	}
+
+	// Merged but not applied, then applied while the template's delivery
+	// has not reported: no stage 4 pull request.
+	noStage4 := func(why string) {
+		t.Helper()
+		f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+		if e := f.experiment(t, name); e.Status.Stage != scribev1.StageWorkflowTemplates || len(gh.PullRequests()) != 3 || f.head(t) != merge3 {
+			t.Fatalf("stage 4 proposed or committed %s: %s; pull requests %+v", why, expState(e), gh.PullRequests())
+		}
+	}
+	noStage4("before stage 3's merge was applied")
+	f.playFlux(t, ks, merge3, true, "", "")
+	waitFor(t, "waiting for the workflow template's delivery", func() (bool, string) {
+		e = f.experiment(t, name)
+		c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return c != nil && c.Reason == controller.ReasonWaitingForWorkflowTemplate && strings.Contains(c.Message, "gateway-validation"), expState(e)
+	})
+	noStage4("before the template's delivery was read back healthy")
+
+	// The delivery is healthy: stage 4 is proposed, the Workflow on its
+	// pull request's branch only.
+	f.playTemplate(t, name, "", "gateway-validation", true, "", "")
+	e = f.waitProposed(t, name, scribev1.StageWorkflow, pr3.Number)
+	pr4 := *e.Status.PullRequest
+	if f.head(t) != merge3 || len(workflows(merge3)) != 0 || len(workflows(pr4.Head)) != 1 {
+		t.Fatalf("stage 4: main %s (want %s), Workflows on main %v, on the pull request's branch %v (want one)", f.head(t), merge3, workflows(f.head(t)), workflows(pr4.Head))
+	}
+	if body := prBody(gh, pr4.Number); !strings.Contains(body, "stage 4 (workflow runs)") || !strings.Contains(body, "workflow template gateway-validation: ready=true") {
+		t.Errorf("stage 4's pull request does not say which stage and on what evidence:\n%s", body)
+	}
+	merge4 := f.mergePR(t, gh, pr4.Number, branch)
+	if e = f.waitStage(t, name, scribev1.StageWorkflow); e.Status.Revision != merge4 {
+		t.Fatalf("stage 4 recorded as %s, want the merge %s", e.Status.Revision, merge4)
+	}
+	wf := validationWorkflow(t, e)
+	if got := workflows(merge4); !slices.Equal(got, []string{dir + "workflow-" + wf.Name + ".yaml"}) {
+		t.Fatalf("stage 4's merge holds Workflows %v, want %s", got, wf.Name)
+	}
+	// No commit of the base branch before stage 4's merge has a Workflow.
+	for _, c := range strings.Fields(publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-list", merge4+"^1")) {
+		if got := workflows(c); len(got) != 0 {
+			t.Fatalf("commit %s, on the base branch before stage 4's merge, has Workflows %v", c, got)
+		}
+	}
+
+	// Flux applies the merge, Argo Workflows runs the Workflow: Complete,
+	// with one pull request and one commit per stage.
+	f.playFlux(t, ks, merge4, true, "", "")
+	f.waitPhase(t, name, scribev1.ExperimentReady)
+	f.playArgo(t, wf, "Running", "")
+	f.waitPhase(t, name, scribev1.ExperimentRunning)
+	f.playArgo(t, wf, "Succeeded", "all routes answer")
+	f.waitPhase(t, name, scribev1.ExperimentComplete)
+	if prs := gh.PullRequests(); len(prs) != 4 {
+		t.Fatalf("pull requests %+v, want one per stage", prs)
+	}
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 4 {
+		t.Fatalf("Scribe's commits %v, want the four proposed stages", commits)
 	}
 }
