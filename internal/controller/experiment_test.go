@@ -21,18 +21,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
 	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // expInstallCRDs installs upstream CRDs, named "<project>/<file>" (see
 // internal/crds), that the package's envtest does not install: Argo
-// Workflows' Workflow and Cluster API's Cluster. A test whose CRD cannot be
-// found (Argo Workflows needs SCRIBE_CRDS_DIR) is skipped. Installing is
-// idempotent.
+// Workflows' Workflow, Testkube's CRDs and Cluster API's Cluster. A test
+// whose CRD cannot be found (Argo Workflows and Testkube need
+// SCRIBE_CRDS_DIR) is skipped. Installing is idempotent.
 func expInstallCRDs(t *testing.T, f *fixture, crds ...string) {
 	t.Helper()
 	paths := make([]string, 0, len(crds))
@@ -54,6 +56,15 @@ const (
 	argoWorkflowCRD = "argo-workflows/argoproj.io_workflows.yaml"
 	capiClusterCRD  = "cluster-api/cluster.x-k8s.io_clusters.yaml"
 )
+
+// testkubeCRDs are Testkube's CRDs: the TestWorkflow and its templates,
+// the execution that runs one, and the trigger that re-runs it.
+var testkubeCRDs = []string{
+	"testkube/testworkflows.testkube.io_testworkflows.yaml",
+	"testkube/testworkflows.testkube.io_testworkflowtemplates.yaml",
+	"testkube/testworkflows.testkube.io_testworkflowexecutions.yaml",
+	"testkube/tests.testkube.io_testtriggers.yaml",
+}
 
 // hubExperiment is gateway-tutorial reduced to the hub: two hub targets, the
 // second depending on the first, and the Argo validation workflow.
@@ -197,6 +208,19 @@ func (f *fixture) playTemplate(t *testing.T, exp, target, comp string, ready boo
 // reads is a GitRepository that is Ready with an artifact.
 func (f *fixture) playDelivery(t *testing.T, name string, labels map[string]string, path string, ready bool, reason, message string) {
 	t.Helper()
+	status := metav1.ConditionFalse
+	if ready {
+		status = metav1.ConditionTrue
+	}
+	f.playDeliveryCondition(t, name, labels, path, status, reason, message)
+}
+
+// playDeliveryCondition is playDelivery with the Ready condition's status:
+// True (applied and healthy), False (reason and message), or Unknown, as
+// kustomize-controller writes it while a reconcile is in progress (reason
+// Progressing, Reconciling=True, no observed generation yet).
+func (f *fixture) playDeliveryCondition(t *testing.T, name string, labels map[string]string, path string, status metav1.ConditionStatus, reason, message string) {
+	t.Helper()
 	ctx := f.ctx()
 	src := &sourcev1.GitRepository{}
 	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, src); apierrors.IsNotFound(err) {
@@ -233,14 +257,19 @@ func (f *fixture) playDelivery(t *testing.T, name string, labels map[string]stri
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	status := metav1.ConditionFalse
-	if ready {
-		status, reason, message = metav1.ConditionTrue, meta.ReconciliationSucceededReason, "Applied revision: "+src.Status.Artifact.Revision
+	if status == metav1.ConditionTrue {
+		reason, message = meta.ReconciliationSucceededReason, "Applied revision: "+src.Status.Artifact.Revision
 		ks.Status.LastAppliedRevision = src.Status.Artifact.Revision
 	}
 	ks.Status.ObservedGeneration = ks.Generation
 	ks.Status.Conditions = []metav1.Condition{{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: ks.Generation, LastTransitionTime: metav1.Now()}}
+	if status == metav1.ConditionUnknown {
+		ks.Status.ObservedGeneration = 0
+		ks.Status.Conditions = append(ks.Status.Conditions, metav1.Condition{Type: meta.ReconcilingCondition, Status: metav1.ConditionTrue,
+			Reason: meta.ProgressingReason, Message: "Running health checks for revision " + src.Status.Artifact.Revision + " with a timeout of 10m0s",
+			ObservedGeneration: ks.Generation, LastTransitionTime: metav1.Now()})
+	}
 	if err := f.e.c.Status().Update(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
@@ -279,10 +308,20 @@ func (f *fixture) applyStage(t *testing.T, name string, n int32) string {
 		}
 	case scribev1.StageWorkflowTemplates:
 		if e.Spec.Workflow != nil {
-			f.playTemplate(t, name, "", e.Spec.Workflow.Template, true, "", "")
+			f.playTemplate(t, name, "", workflowTemplate(e.Spec.Workflow), true, "", "")
 		}
 	}
 	return e.Status.Revision
+}
+
+// workflowTemplate is the catalog entry that delivers the validation
+// workflow's templates: the Argo WorkflowTemplate the spec names, or the
+// agent-eval TestWorkflowTemplates of a Testkube evaluation.
+func workflowTemplate(wf *scribev1.ExperimentWorkflow) string {
+	if wf.Engine == scribev1.EngineTestkube {
+		return "agent-eval"
+	}
+	return wf.Template
 }
 
 // provisionExperiment walks the hub Experiment through its four stages,
@@ -554,6 +593,329 @@ func TestExperimentFailedLoadGeneratorFailsTheExperiment(t *testing.T) {
 		t.Fatalf("status.runs after the load generator failed: %+v", e.Status.Runs)
 	}
 	f.holdsPhase(t, name, scribev1.ExperimentFailed, time.Second)
+}
+
+// testkubeExperiment is an agent evaluation on the hub: the agent's
+// demo-services on one target, a second target depending on it, and the
+// Testkube engine with inline scenarios and a trigger.
+func testkubeExperiment(ns, name string) *scribev1.Experiment {
+	e := hubExperiment(ns, name)
+	e.Spec.Description = "Agent evaluation on the hub"
+	e.Spec.Workflow = &scribev1.ExperimentWorkflow{
+		Engine:     scribev1.EngineTestkube,
+		Completion: &scribev1.Completion{Mode: "workflow"},
+		Testkube: &scribev1.TestkubeSpec{
+			Scenarios: []scribev1.Scenario{
+				{Name: "refund", Input: "I want a refund for order 1234", ExpectedOutput: "routes to billing", Tags: []string{"billing"}},
+				{Name: "outage", Input: "Your API returns 503", ExpectedOutput: "routes to on-call"},
+			},
+			AgentRef:         scribev1.AgentReference{Name: "demo-services"},
+			LLMAsAJudgeModel: "gpt-judge-small",
+			Trigger:          &scribev1.Trigger{Enabled: true},
+		},
+	}
+	return e
+}
+
+// filesAt lists the files under dir in the repository at a commit.
+func (f *fixture) filesAt(t *testing.T, commit, dir string) []string {
+	t.Helper()
+	return strings.Fields(publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "ls-tree", "-r", "--name-only", commit, "--", dir))
+}
+
+// withPrefix are the files whose base name starts with prefix.
+func withPrefix(files []string, prefix string) []string {
+	var out []string
+	for _, p := range files {
+		if strings.HasPrefix(filepath.Base(p), prefix) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// applyAdded does what Flux does with the Testkube objects and ConfigMaps
+// a commit adds under dir (to the tree of prev): it creates each as
+// committed, so the real CRDs' schemas judge them. It returns their paths.
+func (f *fixture) applyAdded(t *testing.T, prev, commit, dir string) []string {
+	t.Helper()
+	before := map[string]bool{}
+	for _, p := range f.filesAt(t, prev, dir) {
+		before[p] = true
+	}
+	var applied []string
+	for _, p := range f.filesAt(t, commit, dir) {
+		if before[p] {
+			continue
+		}
+		js, err := yaml.YAMLToJSON([]byte(f.fileAt(t, commit, p)))
+		if err != nil {
+			t.Fatalf("%s at %s: %v", p, commit, err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			t.Fatalf("%s at %s: %v", p, commit, err)
+		}
+		if !strings.HasSuffix(u.GroupVersionKind().Group, "testkube.io") && u.GetKind() != "ConfigMap" {
+			continue
+		}
+		if err := f.e.c.Create(f.ctx(), u); err != nil {
+			t.Fatalf("apply %s of %s: %v", p, commit, err)
+		}
+		applied = append(applied, p)
+	}
+	return applied
+}
+
+// testkubeRun is one state of a Testkube execution: the result's status
+// and each step's, in the TestWorkflow's order, and the error message of
+// the first failed step.
+type testkubeRun struct {
+	status string
+	steps  []string
+	failed string
+}
+
+// playTestkube does what Testkube does with the TestWorkflowExecution id:
+// it runs the TestWorkflow the object names for the object's generation and
+// records the execution through the status subresource as Testkube maps it
+// (MapTestWorkflowExecutionStatusAPIToKube): status.generation, and
+// status.latestExecution with the execution's id, name, number, signature,
+// result (predictedStatus is written from status), the TestWorkflow it ran
+// and the running context of an execution started by a
+// TestWorkflowExecution object.
+func (f *fixture) playTestkube(t *testing.T, id scribev1.ObjectIdentity, run testkubeRun) {
+	t.Helper()
+	ctx := f.ctx()
+	twe := &unstructured.Unstructured{}
+	twe.SetAPIVersion(id.APIVersion)
+	twe.SetKind(id.Kind)
+	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: id.Namespace, Name: id.Name}, twe); err != nil {
+		t.Fatal(err)
+	}
+	twName, _, _ := unstructured.NestedString(twe.Object, "spec", "testWorkflow", "name")
+	tw := &unstructured.Unstructured{}
+	tw.SetAPIVersion("testworkflows.testkube.io/v1")
+	tw.SetKind("TestWorkflow")
+	if err := f.e.c.Get(ctx, types.NamespacedName{Namespace: id.Namespace, Name: twName}, tw); err != nil {
+		t.Fatalf("the TestWorkflow %s the execution runs: %v", twName, err)
+	}
+	steps, _, _ := unstructured.NestedSlice(tw.Object, "spec", "steps")
+	if len(steps) != len(run.steps) {
+		t.Fatalf("TestWorkflow %s has %d steps, the run gives %d", twName, len(steps), len(run.steps))
+	}
+	at := func(d time.Duration) string { return twe.GetCreationTimestamp().Add(d).UTC().Format(time.RFC3339) }
+	signature := make([]any, 0, len(steps))
+	results := map[string]any{}
+	for i, s := range steps {
+		step, _ := s.(map[string]any)
+		stepName, _, _ := unstructured.NestedString(step, "name")
+		ref := fmt.Sprintf("r%d%s", i+1, stepName)
+		signature = append(signature, map[string]any{"ref": ref, "name": stepName})
+		if run.steps[i] == "queued" {
+			results[ref] = map[string]any{"status": "queued", "queuedAt": at(time.Second)}
+			continue
+		}
+		r := map[string]any{"status": run.steps[i], "queuedAt": at(time.Second), "startedAt": at(2 * time.Second)}
+		switch run.steps[i] {
+		case "passed":
+			r["finishedAt"], r["exitCode"] = at(10*time.Second), int64(0)
+		case "failed":
+			r["finishedAt"], r["exitCode"], r["errorMessage"] = at(10*time.Second), int64(1), run.failed
+		case "skipped", "aborted":
+			r["finishedAt"] = at(10 * time.Second)
+		}
+		results[ref] = r
+	}
+	result := map[string]any{
+		"status": run.status, "predictedStatus": run.status,
+		"queuedAt": at(time.Second), "initialization": map[string]any{"status": "passed", "exitCode": int64(0)},
+		"steps": results,
+	}
+	if run.status != "queued" {
+		result["startedAt"] = at(2 * time.Second)
+	}
+	switch run.status {
+	case "passed", "failed", "aborted":
+		result["finishedAt"], result["duration"], result["durationMs"] = at(30*time.Second), "29s", int64(29000)
+	}
+	labels, _, _ := unstructured.NestedMap(tw.Object, "metadata", "labels")
+	ran := map[string]any{
+		"apiVersion": tw.GetAPIVersion(), "kind": tw.GetKind(),
+		"metadata": map[string]any{"name": tw.GetName(), "namespace": tw.GetNamespace(), "labels": labels,
+			"creationTimestamp": tw.GetCreationTimestamp().UTC().Format(time.RFC3339)},
+		"spec": tw.Object["spec"],
+	}
+	twe.Object["status"] = map[string]any{
+		"generation": twe.GetGeneration(),
+		"latestExecution": map[string]any{
+			"id": "6650a1b2c3d4e5f6a7b8c9d0", "name": twName + "-1", "namespace": id.Namespace, "number": int64(1),
+			"scheduledAt": at(time.Second), "statusAt": at(time.Minute),
+			"signature": signature, "result": result, "workflow": ran, "resolvedWorkflow": ran,
+			"testWorkflowExecutionName": id.Name,
+			"runningContext": map[string]any{
+				"interface": map[string]any{"type": "api"},
+				"actor":     map[string]any{"name": id.Name, "type": "testworkflowexecution"},
+			},
+		},
+	}
+	if err := f.e.c.Status().Update(ctx, twe); err != nil {
+		t.Fatalf("write the execution's status as Testkube does: %v", err)
+	}
+}
+
+// TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome walks
+// an agent evaluation (workflow.engine: testkube) through its four commit
+// stages against the real Testkube CRDs: the TestWorkflow and its
+// experiment.json ConfigMap arrive at stage 3 with the agent-eval
+// templates' delivery; while that delivery is missing or still
+// reconciling the Experiment stays in Provisioning with the reason; the
+// TestWorkflowExecution is in stage 4's commit only; and the execution
+// Testkube records decides the outcome.
+func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *testing.T) {
+	f := newFixture(t)
+	expInstallCRDs(t, f, testkubeCRDs...)
+	f.startExperimentController(t)
+	for _, tc := range []struct {
+		name      string
+		ends      testkubeRun
+		wantPhase scribev1.ExperimentPhase
+		wantReady metav1.ConditionStatus
+		// wantReason and wantMessage are in the Ready condition.
+		wantReason  string
+		wantMessage []string
+	}{
+		{
+			name:      "a failed step fails the Experiment with the step's message",
+			ends:      testkubeRun{status: "failed", steps: []string{"passed", "failed", "skipped", "skipped"}, failed: "judge scored 2 of 2 scenarios below 0.7"},
+			wantPhase: scribev1.ExperimentFailed, wantReady: metav1.ConditionFalse, wantReason: controller.ReasonWorkflowFailed,
+			wantMessage: []string{"failed: step r2evaluate: judge scored 2 of 2 scenarios below 0.7"},
+		},
+		{
+			name:      "an aborted execution fails the Experiment",
+			ends:      testkubeRun{status: "aborted", steps: []string{"passed", "aborted", "skipped", "skipped"}},
+			wantPhase: scribev1.ExperimentFailed, wantReady: metav1.ConditionFalse, wantReason: controller.ReasonWorkflowFailed,
+			wantMessage: []string{"test workflow execution", "-evaluation-1 aborted"},
+		},
+		{
+			name:      "a passed execution completes the Experiment",
+			ends:      testkubeRun{status: "passed", steps: []string{"passed", "passed", "passed", "passed"}},
+			wantPhase: scribev1.ExperimentComplete, wantReady: metav1.ConditionTrue, wantReason: controller.ReasonSucceeded,
+			wantMessage: []string{"succeeded"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("eval-%s", tc.ends.status)
+			if err := f.e.c.Create(f.ctx(), testkubeExperiment(f.ns, name)); err != nil {
+				t.Fatal(err)
+			}
+			dir := "clusters/dev/" + f.ns + "/experiment/" + name + "/"
+			ks := kustomizationName("Experiment", f.ns, name)
+			rev1 := f.applyStage(t, name, scribev1.StageClusters)
+			rev2 := f.applyStage(t, name, scribev1.StageComponents)
+
+			// Stage 3: the TestWorkflow, its ConfigMap and the templates'
+			// delivery; Flux applies them, the delivery has not reported.
+			e := f.waitStage(t, name, scribev1.StageWorkflowTemplates)
+			rev3 := e.Status.Revision
+			if got := f.applyAdded(t, rev2, rev3, dir); !slices.Equal(got, []string{dir + "configmap-" + name + "-experiment.yaml", dir + "testworkflow-" + name + "-evaluation.yaml"}) {
+				t.Fatalf("stage 3 (%s) adds %v, want the TestWorkflow and its experiment.json ConfigMap", rev3, got)
+			}
+			if f.fileAt(t, rev3, dir+"kustomization-"+name+"-agent-eval.yaml") == "" {
+				t.Fatalf("stage 3 (%s) does not deliver the agent-eval templates", rev3)
+			}
+			f.playFlux(t, ks, rev3, true, "", "")
+			delivery := "Kustomization/" + f.ns + "/" + name + "-agent-eval"
+			heldFor := func(what string) {
+				t.Helper()
+				waitFor(t, "Provisioning while the agent-eval templates' delivery is "+what, func() (bool, string) {
+					e = f.experiment(t, name)
+					c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+					return e.Status.Phase == scribev1.ExperimentProvisioning && c != nil && c.Reason == controller.ReasonWaitingForWorkflowTemplate &&
+						strings.Contains(c.Message, "agent-eval ("+delivery) && strings.Contains(c.Message, what), expState(e)
+				})
+				f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+				if e = f.experiment(t, name); e.Status.Stage != scribev1.StageWorkflowTemplates || len(f.scribeCommits(t, experimentObject(f.ns, name))) != 3 {
+					t.Fatalf("committed past stage 3 while the templates' delivery is %s: %s", what, expState(e))
+				}
+			}
+			heldFor("not created yet")
+			f.playDeliveryCondition(t, name+"-agent-eval", map[string]string{"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": name, "scribe.dev/component": "agent-eval"},
+				"./workflows/agent-eval", metav1.ConditionUnknown, meta.ProgressingReason, "Reconciliation in progress")
+			heldFor("Reconciliation in progress")
+
+			// Delivered and healthy: stage 4, the execution, in this commit only.
+			f.playTemplate(t, name, "", "agent-eval", true, "", "")
+			e = f.waitStage(t, name, scribev1.StageWorkflow)
+			rev4 := e.Status.Revision
+			if e.Status.GeneratedResources == nil {
+				t.Fatalf("no generatedResources: %s", expState(e))
+			}
+			var run scribev1.ObjectIdentity
+			for _, o := range e.Status.GeneratedResources.Objects {
+				if o.Kind == "TestWorkflowExecution" {
+					run = o
+				}
+			}
+			if run.Name == "" || !strings.HasPrefix(run.Name, name+"-evaluation-") {
+				t.Fatalf("stage 4 generates no TestWorkflowExecution: %+v", e.Status.GeneratedResources.Objects)
+			}
+			commits := f.scribeCommits(t, experimentObject(f.ns, name))
+			if !slices.Equal(commits, []string{rev1, rev2, rev3, rev4}) {
+				t.Fatalf("commits %v, want exactly the stages' [%s %s %s %s]", commits, rev1, rev2, rev3, rev4)
+			}
+			var carrying []string
+			for _, c := range commits {
+				if len(withPrefix(f.filesAt(t, c, dir), "testworkflowexecution-")) > 0 {
+					carrying = append(carrying, c)
+				}
+			}
+			if !slices.Equal(carrying, []string{rev4}) {
+				t.Fatalf("commits carrying a TestWorkflowExecution: %v, want stage 4's %s only", carrying, rev4)
+			}
+			if msg, err := f.commitMessage(t, rev4); err != nil || !strings.Contains(msg, "stage 4 (workflow runs)") || !strings.Contains(msg, "workflow template agent-eval: ready=true") {
+				t.Fatalf("stage 4's commit message does not say which stage and on what evidence (%v):\n%s", err, msg)
+			}
+			// Flux applies stage 4: the execution (and the trigger) exist,
+			// Testkube has not picked the execution up.
+			if got := f.applyAdded(t, rev3, rev4, dir); !slices.Equal(got, []string{dir + "testtrigger-" + name + "-evaluation.yaml", dir + "testworkflowexecution-" + run.Name + ".yaml"}) {
+				t.Fatalf("stage 4 (%s) adds %v, want the trigger and the execution", rev4, got)
+			}
+			f.playFlux(t, ks, rev4, true, "", "")
+			f.waitPhase(t, name, scribev1.ExperimentReady)
+			f.holdsPhase(t, name, scribev1.ExperimentReady, time.Second)
+
+			// Testkube queues and runs the execution.
+			f.playTestkube(t, run, testkubeRun{status: "queued", steps: []string{"queued", "queued", "queued", "queued"}})
+			f.playTestkube(t, run, testkubeRun{status: "running", steps: []string{"passed", "running", "queued", "queued"}})
+			waitFor(t, "Running, with the execution's status", func() (bool, string) {
+				e = f.experiment(t, name)
+				w := e.Status.Workflow
+				return e.Status.Phase == scribev1.ExperimentRunning && w != nil && w.Kind == "TestWorkflowExecution" && w.Name == run.Name && w.Phase == "running", expState(e)
+			})
+
+			// It ends.
+			f.playTestkube(t, run, tc.ends)
+			e = f.waitPhase(t, name, tc.wantPhase)
+			ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason || !strings.Contains(ready.Message, "TestWorkflowExecution "+run.Name) {
+				t.Fatalf("Ready once the execution %s: %s", tc.ends.status, expState(e))
+			}
+			for _, want := range tc.wantMessage {
+				if !strings.Contains(ready.Message, want) {
+					t.Fatalf("Ready's message does not say %q: %s", want, expState(e))
+				}
+			}
+			if e.Status.Workflow == nil || e.Status.Workflow.Phase != tc.ends.status {
+				t.Fatalf("status.workflow once the execution %s: %s", tc.ends.status, expState(e))
+			}
+			// Final at this generation, and still exactly the four commits.
+			f.holdsPhase(t, name, tc.wantPhase, time.Second)
+			if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 4 {
+				t.Fatalf("commits %v after the execution ended, want the four stages'", commits)
+			}
+		})
+	}
 }
 
 // TestExperimentRestartedMidStageNeitherRepeatsNorSkipsAStage: the
@@ -964,12 +1326,11 @@ func TestExperimentCompletion(t *testing.T) {
 	}
 }
 
-// TestExperimentPullRequestModeProposesEachStage: with a Repository that
-// takes changes by pull request, each stage is proposed, never committed
-// to the branch, and the next stage is proposed only after the previous
-// one's merge was applied and read back.
-func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
-	f := newFixture(t)
+// startReviewedExperiments starts the Experiment controller on a
+// Repository that takes changes by pull request through a fake GitHub
+// (GitHub's REST wire format), and returns the fake.
+func (f *fixture) startReviewedExperiments(t *testing.T) *forgetest.GitHub {
+	t.Helper()
 	gh := forgetest.NewGitHub(t)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
 	if err := f.e.c.Create(f.ctx(), secret); err != nil {
@@ -977,6 +1338,39 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	}
 	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
 	f.startExperimentController(t)
+	return gh
+}
+
+// waitProposed waits for stage n to be proposed in a pull request other
+// than number not, not merged yet, and returns the Experiment as it was
+// then.
+func (f *fixture) waitProposed(t *testing.T, name string, n int32, not int) *scribev1.Experiment {
+	t.Helper()
+	var e *scribev1.Experiment
+	waitFor(t, fmt.Sprintf("experiment %s: stage %d proposed", name, n), func() (bool, string) {
+		e = f.experiment(t, name)
+		return e.Status.Stage == n && e.Status.PullRequest != nil && e.Status.PullRequest.Number != not && e.Status.Revision == "", expState(e)
+	})
+	return e
+}
+
+// prBody is the description of pull request number on the fake GitHub.
+func prBody(gh *forgetest.GitHub, number int) string {
+	for _, pr := range gh.PullRequests() {
+		if pr.Number == number {
+			return pr.Body
+		}
+	}
+	return ""
+}
+
+// TestExperimentPullRequestModeProposesEachStage: with a Repository that
+// takes changes by pull request, each stage is proposed, never committed
+// to the branch, and the next stage is proposed only after the previous
+// one's merge was applied and read back.
+func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
+	f := newFixture(t)
+	gh := f.startReviewedExperiments(t)
 	initial := f.head(t)
 	const name = "reviewed"
 	exp := hubExperiment(f.ns, name)
@@ -986,19 +1380,10 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	}
 	ks := kustomizationName("Experiment", f.ns, name)
 	branch := "scribe/" + f.ns + "/experiment/" + name
-	waitPR := func(what string, not int) *scribev1.Experiment {
-		t.Helper()
-		var e *scribev1.Experiment
-		waitFor(t, what, func() (bool, string) {
-			e = f.experiment(t, name)
-			return e.Status.PullRequest != nil && e.Status.PullRequest.Number != not && e.Status.Revision == "", expState(e)
-		})
-		return e
-	}
 
 	// Stage 1 is proposed, not committed.
-	e := waitPR("stage 1 proposed", 0)
-	if e.Status.Stage != scribev1.StageClusters || f.head(t) != initial {
+	e := f.waitProposed(t, name, scribev1.StageClusters, 0)
+	if f.head(t) != initial {
 		t.Fatalf("stage 1 not proposed, or main moved: %s", expState(e))
 	}
 	pr1 := e.Status.PullRequest.Number
@@ -1015,17 +1400,11 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 		t.Fatalf("stage 2 proposed before stage 1 was applied: %s", expState(e))
 	}
 	f.playFlux(t, ks, merge1, true, "", "")
-	e = waitPR("stage 2 proposed", pr1)
-	if e.Status.Stage != scribev1.StageComponents || f.head(t) != merge1 {
+	e = f.waitProposed(t, name, scribev1.StageComponents, pr1)
+	if f.head(t) != merge1 {
 		t.Fatalf("stage 2 not proposed, or main moved without a merge: %s", expState(e))
 	}
-	var body string
-	for _, pr := range gh.PullRequests() {
-		if pr.Number == e.Status.PullRequest.Number {
-			body = pr.Body
-		}
-	}
-	if !strings.Contains(body, "stage 2 (components)") || !strings.Contains(body, "target app: Ready") {
+	if body := prBody(gh, e.Status.PullRequest.Number); !strings.Contains(body, "stage 2 (components)") || !strings.Contains(body, "target app: Ready") {
 		t.Errorf("stage 2's pull request does not say which stage and on what evidence:\n%s", body)
 	}
 	merge2 := f.mergePR(t, gh, e.Status.PullRequest.Number, branch)
@@ -1046,5 +1425,117 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	}
 	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 2 {
 		t.Fatalf("Scribe's commits %v, want the two proposed stages", commits)
+	}
+}
+
+// TestExperimentPullRequestModeProposesTheWorkflowStagesAfterTheirEvidence:
+// with a Repository that takes changes by pull request, stage 3 (the
+// workflow template's delivery) and stage 4 (the validation Workflow) are
+// each their own pull request. Stage 4 is proposed only once stage 3's
+// merge is applied and the template's delivery read back healthy, and the
+// Workflow reaches the base branch with stage 4's merge and in no commit
+// before it.
+func TestExperimentPullRequestModeProposesTheWorkflowStagesAfterTheirEvidence(t *testing.T) {
+	f := newFixture(t)
+	expInstallCRDs(t, f, argoWorkflowCRD)
+	gh := f.startReviewedExperiments(t)
+	const name = "reviewed-run"
+	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomizationName("Experiment", f.ns, name)
+	branch := "scribe/" + f.ns + "/experiment/" + name
+	dir := "clusters/dev/" + f.ns + "/experiment/" + name + "/"
+	delivery := dir + "kustomization-" + name + "-gateway-validation.yaml"
+	workflows := func(commit string) []string { return withPrefix(f.filesAt(t, commit, dir), "workflow-") }
+
+	// Stages 1 and 2: each proposed, merged, applied and read back.
+	pr := 0
+	for n := scribev1.StageClusters; n <= scribev1.StageComponents; n++ {
+		e := f.waitProposed(t, name, n, pr)
+		pr = e.Status.PullRequest.Number
+		merge := f.mergePR(t, gh, pr, branch)
+		if e = f.waitStage(t, name, n); e.Status.Revision != merge {
+			t.Fatalf("stage %d recorded as %s, want the merge %s", n, e.Status.Revision, merge)
+		}
+		f.playFlux(t, ks, merge, true, "", "")
+	}
+	merge2 := f.head(t)
+	f.playComponent(t, name, true, "", "")
+
+	// Stage 3 is its own pull request: the template's delivery, no Workflow.
+	e := f.waitProposed(t, name, scribev1.StageWorkflowTemplates, pr)
+	pr3 := *e.Status.PullRequest
+	if f.head(t) != merge2 {
+		t.Fatalf("main moved without a merge: %s", expState(e))
+	}
+	if f.fileAt(t, pr3.Head, delivery) == "" || len(workflows(pr3.Head)) != 0 {
+		t.Fatalf("stage 3's pull request (%s) holds %v, want the template's delivery and no Workflow", pr3.Head, f.filesAt(t, pr3.Head, dir))
+	}
+	if body := prBody(gh, pr3.Number); !strings.Contains(body, "stage 3 (workflow templates)") || !strings.Contains(body, "target app: Ready") || !strings.Contains(body, "target loadgen: Ready") {
+		t.Errorf("stage 3's pull request does not say which stage and on what evidence:\n%s", body)
+	}
+	merge3 := f.mergePR(t, gh, pr3.Number, branch)
+	if e = f.waitStage(t, name, scribev1.StageWorkflowTemplates); e.Status.Revision != merge3 {
+		t.Fatalf("stage 3 recorded as %s, want the merge %s", e.Status.Revision, merge3)
+	}
+
+	// Merged but not applied, then applied while the template's delivery
+	// has not reported: no stage 4 pull request.
+	noStage4 := func(why string) {
+		t.Helper()
+		f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
+		if e := f.experiment(t, name); e.Status.Stage != scribev1.StageWorkflowTemplates || len(gh.PullRequests()) != 3 || f.head(t) != merge3 {
+			t.Fatalf("stage 4 proposed or committed %s: %s; pull requests %+v", why, expState(e), gh.PullRequests())
+		}
+	}
+	noStage4("before stage 3's merge was applied")
+	f.playFlux(t, ks, merge3, true, "", "")
+	waitFor(t, "waiting for the workflow template's delivery", func() (bool, string) {
+		e = f.experiment(t, name)
+		c := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return c != nil && c.Reason == controller.ReasonWaitingForWorkflowTemplate && strings.Contains(c.Message, "gateway-validation"), expState(e)
+	})
+	noStage4("before the template's delivery was read back healthy")
+
+	// The delivery is healthy: stage 4 is proposed, the Workflow on its
+	// pull request's branch only.
+	f.playTemplate(t, name, "", "gateway-validation", true, "", "")
+	e = f.waitProposed(t, name, scribev1.StageWorkflow, pr3.Number)
+	pr4 := *e.Status.PullRequest
+	if f.head(t) != merge3 || len(workflows(merge3)) != 0 || len(workflows(pr4.Head)) != 1 {
+		t.Fatalf("stage 4: main %s (want %s), Workflows on main %v, on the pull request's branch %v (want one)", f.head(t), merge3, workflows(f.head(t)), workflows(pr4.Head))
+	}
+	if body := prBody(gh, pr4.Number); !strings.Contains(body, "stage 4 (workflow runs)") || !strings.Contains(body, "workflow template gateway-validation: ready=true") {
+		t.Errorf("stage 4's pull request does not say which stage and on what evidence:\n%s", body)
+	}
+	merge4 := f.mergePR(t, gh, pr4.Number, branch)
+	if e = f.waitStage(t, name, scribev1.StageWorkflow); e.Status.Revision != merge4 {
+		t.Fatalf("stage 4 recorded as %s, want the merge %s", e.Status.Revision, merge4)
+	}
+	wf := validationWorkflow(t, e)
+	if got := workflows(merge4); !slices.Equal(got, []string{dir + "workflow-" + wf.Name + ".yaml"}) {
+		t.Fatalf("stage 4's merge holds Workflows %v, want %s", got, wf.Name)
+	}
+	// No commit of the base branch before stage 4's merge has a Workflow.
+	for _, c := range strings.Fields(publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-list", merge4+"^1")) {
+		if got := workflows(c); len(got) != 0 {
+			t.Fatalf("commit %s, on the base branch before stage 4's merge, has Workflows %v", c, got)
+		}
+	}
+
+	// Flux applies the merge, Argo Workflows runs the Workflow: Complete,
+	// with one pull request and one commit per stage.
+	f.playFlux(t, ks, merge4, true, "", "")
+	f.waitPhase(t, name, scribev1.ExperimentReady)
+	f.playArgo(t, wf, "Running", "")
+	f.waitPhase(t, name, scribev1.ExperimentRunning)
+	f.playArgo(t, wf, "Succeeded", "all routes answer")
+	f.waitPhase(t, name, scribev1.ExperimentComplete)
+	if prs := gh.PullRequests(); len(prs) != 4 {
+		t.Fatalf("pull requests %+v, want one per stage", prs)
+	}
+	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 4 {
+		t.Fatalf("Scribe's commits %v, want the four proposed stages", commits)
 	}
 }
