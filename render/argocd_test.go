@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"sigs.k8s.io/yaml"
 
@@ -240,6 +241,133 @@ func TestArgoCDComponentParamsAreMappedOrRefused(t *testing.T) {
 			}
 			if !found {
 				t.Fatal("no Application for demo-services")
+			}
+		})
+	}
+}
+
+// Argo CD has no dependsOn: an Experiment's targets[].depends orders its
+// deliveries through sync waves on the component and observability
+// Applications, which the Experiment's own Application applies wave by
+// wave. A target's wave is its depth in the depends graph (1 + the deepest
+// target it depends on), whatever the source kind (catalog kustomize,
+// Helm), the cluster (hub, vcluster) or the component kind (app, config,
+// workflow). A target that depends on none is wave 0, rendered as no
+// annotation: Argo CD reads a missing sync-wave as 0, and an Experiment
+// without depends so renders exactly as before waves existed. The cluster
+// Applications (stage 1) and the validation workflow's template delivery
+// carry no wave.
+func TestArgoCDDeliversTargetsInDependsOrderBySyncWave(t *testing.T) {
+	// The observability wiring of a dependent target needs an
+	// otel-collector Argo CD can pass params to: a Helm one.
+	const userCatalog = `package catalog
+entries: "otel-collector": {override: true, kind: "config", namespace: "observability", source: {type: "helm", repository: "https://charts.example.com", chart: "otel-collector", version: "1.0.0"}, #Params: {tenant: string, transport: string, endpoint: string}}`
+	e, err := render.New(render.WithCatalog("./team", fstest.MapFS{"entries.cue": {Data: []byte(userCatalog)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// target is one spec.targets entry: every target gets a catalog
+	// kustomize app and a Helm app; "vcluster:" names a vcluster target.
+	target := func(name string, depends ...string) map[string]any {
+		typ := "hub"
+		if n, ok := strings.CutPrefix(name, "vcluster:"); ok {
+			name, typ = n, "vcluster"
+		}
+		tg := map[string]any{"name": name, "cluster": map[string]any{"type": typ},
+			"components": []any{map[string]any{"app": "demo-services"}, map[string]any{"app": "nginx-ingress"}}}
+		if len(depends) > 0 {
+			var ds []any
+			for _, d := range depends {
+				ds = append(ds, d)
+			}
+			tg["depends"] = ds
+		}
+		return tg
+	}
+	for _, tc := range []struct {
+		name    string
+		targets []map[string]any
+		want    map[string]string // each target's sync-wave; "" for none
+	}{
+		{name: "no depends: no waves",
+			targets: []map[string]any{target("a"), target("b")},
+			want:    map[string]string{"a": "", "b": ""}},
+		{name: "a chain, listed backwards",
+			targets: []map[string]any{target("c", "b"), target("b", "a"), target("a")},
+			want:    map[string]string{"a": "", "b": "1", "c": "2"}},
+		{name: "a diamond",
+			targets: []map[string]any{target("top", "left", "right"), target("left", "base"), target("vcluster:right", "base"), target("base")},
+			want:    map[string]string{"base": "", "left": "1", "right": "1", "top": "2"}},
+		{name: "the deepest dependency decides",
+			targets: []map[string]any{target("top", "base", "mid"), target("mid", "base"), target("base"), target("alone")},
+			want:    map[string]string{"base": "", "alone": "", "mid": "1", "top": "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var targets []any
+			for _, tg := range tc.targets {
+				targets = append(targets, tg)
+			}
+			// The first target (the deepest but in "no depends") also
+			// runs a load generator (a workflow component, delivered at
+			// stage 3) and ships its telemetry; the Experiment has a
+			// validation workflow.
+			first := targets[0].(map[string]any)
+			first["components"] = append(first["components"].([]any), map[string]any{"workflow": "k6-http-loadgen", "params": map[string]any{"targetUrl": "http://demo/"}})
+			first["observability"] = map[string]any{"enabled": true, "tenant": "lab"}
+			exp := map[string]any{
+				"apiVersion": "scribe.dev/v1alpha1", "kind": "Experiment",
+				"metadata": map[string]any{"name": "waves", "namespace": "lab"},
+				"spec":     map[string]any{"targets": targets, "workflow": map[string]any{"template": "gateway-validation"}},
+			}
+			pub := argoPublish()
+			pub.AllowedNamespaces = []string{"observability"}
+			b, err := e.Render(context.Background(), render.Input{Object: exp, Publish: pub, Resolved: testResolved})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{} // component Applications checked, per target
+			deliveries := 0
+			for _, o := range renderedObjects(t, b) {
+				if o["kind"] != "Application" || str(o, "metadata", "name") == b.Sync.Name {
+					continue
+				}
+				name := str(o, "metadata", "name")
+				wave, annotated := "", false
+				if a, ok := o["metadata"].(map[string]any)["annotations"].(map[string]any); ok {
+					wave, annotated = fmt.Sprint(a["argocd.argoproj.io/sync-wave"]), a["argocd.argoproj.io/sync-wave"] != nil
+				}
+				comp, tg := str(o, "metadata", "labels", "scribe.dev/component"), str(o, "metadata", "labels", "scribe.dev/target")
+				if comp == "" || tg == "" || comp == "gateway-validation" {
+					// A vcluster's Application, or the validation
+					// template's delivery.
+					deliveries++
+					if annotated {
+						t.Errorf("Application %s: sync-wave %q, want none (it is not a target's component)", name, wave)
+					}
+					continue
+				}
+				want, ok := tc.want[tg]
+				if !ok {
+					t.Fatalf("Application %s of unknown target %q", name, tg)
+				}
+				if want == "" && annotated {
+					t.Errorf("Application %s (target %s): sync-wave %q, want none (wave 0)", name, tg, wave)
+				}
+				if want != "" && wave != want {
+					t.Errorf("Application %s (target %s): sync-wave %q, want %q", name, tg, wave, want)
+				}
+				got[tg]++
+			}
+			for tg := range tc.want {
+				if got[tg] < 2 {
+					t.Errorf("target %s: %d component Applications checked, want its kustomize and Helm apps", tg, got[tg])
+				}
+			}
+			if n := got[str(first, "name")]; n != 4 {
+				t.Errorf("target %s: %d Applications checked, want its two apps, the load generator's and the observability wiring's", str(first, "name"), n)
+			}
+			if deliveries == 0 {
+				t.Error("no validation template delivery checked")
 			}
 		})
 	}

@@ -6,16 +6,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -149,6 +153,142 @@ func testBrokenComponentPath(t *testing.T, applier scribev1.ApplierKind) {
 		t.Fatalf("the target does not carry %s's error: %+v", applier, ts)
 	}
 	t.Logf("Failed: %s", ready.Message)
+}
+
+// TestLoopExperimentDeliversInDependsOrder: a target that depends on
+// another gets its components only once the other's are ready, whichever
+// applier delivers them: Flux through dependsOn on the Kustomizations,
+// Argo CD through sync waves on the Applications, which the Experiment's
+// Application applies wave by wave, waiting for each to be Healthy (the
+// loop's argocd-cm has Argo CD's Application health check; without it the
+// second wave is created at once and the probe appears while the gate is
+// closed). The base target's Deployment is not available until the test
+// lets its pod schedule, 20 s after it was applied; the probe's ConfigMap
+// must not appear before, and must reach the apiserver after the base
+// target's delivery reported ready: a comparison of resourceVersions,
+// etcd's revision, from watches started before the Experiment.
+func TestLoopExperimentDeliversInDependsOrder(t *testing.T) {
+	appliers(t, testDependsOrder)
+}
+
+func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
+	ns := "ordered"
+	s := newLoopWith(t, applier, ns)
+	ctx := context.Background()
+	exp := &scribev1.Experiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "layers", Namespace: ns},
+		Spec: scribev1.ExperimentSpec{
+			Description: "a probe delivered only after the gate's Deployment is available",
+			Targets: []scribev1.Target{
+				{Name: "top", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Components: []scribev1.Component{{App: "depends-probe"}}, Depends: []string{"base"}},
+				{Name: "base", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Components: []scribev1.Component{{App: "depends-gate"}}},
+			},
+		},
+	}
+
+	wc, err := client.NewWithWatch(s.Config, client.Options{Scheme: s.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	var (
+		mu               sync.Mutex
+		readyRV, probeRV int64
+		baseStates       []string // the delivery's states, as they changed
+		lastState        string
+	)
+	// The base target's delivery: Ready (Flux), or Healthy, the state
+	// Argo CD's wave waits for.
+	deliveries := &unstructured.UnstructuredList{}
+	deliveries.SetGroupVersionKind(kustomizev1.GroupVersion.WithKind("KustomizationList"))
+	if applier == scribev1.ApplierArgoCD {
+		deliveries.SetGroupVersionKind(argoGVK("ApplicationList"))
+	}
+	go watchAll(wctx, wc, deliveries, types.NamespacedName{Namespace: ns, Name: exp.Name + "-base-depends-gate"}, func(o runtime.Object) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		state, _, _ := unstructured.NestedString(u.Object, "status", "health", "status")
+		ready := state == "Healthy"
+		if applier == scribev1.ApplierFlux {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			state = "no Ready condition"
+			for _, c := range conds {
+				if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+					state = fmt.Sprintf("Ready=%v", m["status"])
+					ready = m["status"] == "True"
+				}
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if state != lastState {
+			baseStates, lastState = append(baseStates, fmt.Sprintf("rv %d: %s", rvOf(u), state)), state
+		}
+		if ready && readyRV == 0 {
+			readyRV = rvOf(u)
+		}
+	})
+	go watchAll(wctx, wc, &corev1.ConfigMapList{}, types.NamespacedName{Namespace: ns, Name: "depends-probe"}, func(o runtime.Object) {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if probeRV == 0 {
+			probeRV = rvOf(cm)
+		}
+	})
+	// Watches that miss the first versions would compare nothing: both
+	// are open before the Experiment exists.
+	time.Sleep(time.Second)
+	if err := s.Client.Create(ctx, exp); err != nil {
+		t.Fatal(err)
+	}
+	e := &scribev1.Experiment{}
+	state := func() string {
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
+			return err.Error()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%s; base delivery %v; probe ConfigMap at rv %d", describeExperiment(e), baseStates, probeRV)
+	}
+	gate := types.NamespacedName{Namespace: ns, Name: "depends-gate"}
+	poll(t, 3*time.Minute, "the gate's Deployment applied by "+string(applier), func() (bool, string) {
+		err := s.Client.Get(ctx, gate, &appsv1.Deployment{})
+		return err == nil, fmt.Sprintf("Deployment %s: %v; %s", gate, err, state())
+	})
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		mu.Lock()
+		early := probeRV
+		mu.Unlock()
+		if early != 0 {
+			t.Fatalf("%s delivered the probe (target top, depends on base) while the gate's Deployment cannot be available: %s", applier, state())
+		}
+	}
+	// Open the gate: the pod may schedule on the loop's node.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kwok-node-0"}}
+	open := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"scribe.dev/depends-gate":"open"}}}`))
+	if err := s.Client.Patch(ctx, node, open); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Minute, "the Experiment Complete", func() (bool, string) {
+		st := state()
+		mu.Lock()
+		defer mu.Unlock()
+		return e.Status.Phase == scribev1.ExperimentComplete && probeRV != 0, st
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if readyRV == 0 || probeRV <= readyRV {
+		t.Fatalf("%s created the probe ConfigMap (target top) at rv %d, before the delivery of target base, which it depends on, was ready (first ready at rv %d; its states: %v)",
+			applier, probeRV, readyRV, baseStates)
+	}
+	t.Logf("%s: the base target's delivery ready at rv %d, the probe created at rv %d; states of the delivery: %v", applier, readyRV, probeRV, baseStates)
 }
 
 // TestLoopHubExperimentCommitsItsStagesInOrder: a hub Experiment whose

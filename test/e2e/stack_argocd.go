@@ -147,11 +147,37 @@ func (s *Stack) startArgoCD(ctx context.Context) error {
 	return s.createArgoRoot(ctx)
 }
 
+// ArgoApplicationHealthLua is the health check of argoproj.io/Application
+// that Argo CD's documentation gives (operator-manual/health.md, "Argo CD
+// App") for app-of-apps ordered by sync waves, key and script as an
+// install puts them in argocd-cm: Argo CD has not assessed an
+// Application's health since 1.8, so without it a parent Application
+// does not wait for one wave of child Applications to be Healthy before
+// the next. An Experiment's Application orders its targets' component
+// Applications (targets[].depends) that way.
+const (
+	ArgoApplicationHealthKey = "resource.customizations.health.argoproj.io_Application"
+	ArgoApplicationHealthLua = `hs = {}
+hs.status = "Progressing"
+hs.message = ""
+if obj.status ~= nil then
+  if obj.status.health ~= nil then
+    hs.status = obj.status.health.status
+    if obj.status.health.message ~= nil then
+      hs.message = obj.status.health.message
+    end
+  end
+end
+return hs
+`
+)
+
 // createArgoConfig creates Argo CD's config objects from its module
 // (argocd-cm, argocd-rbac-cm, argocd-secret, argocd-cmd-params-cm, the
 // gpg/ssh/tls ConfigMaps), with the server key the controller's settings
 // require (argocd-server would generate it) and, documented where an
-// install keeps it, the apps-in-any-namespace setting.
+// install keeps them, the apps-in-any-namespace setting and the
+// Application health check (ArgoApplicationHealthLua).
 func (s *Stack) createArgoConfig(ctx context.Context, dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -184,6 +210,10 @@ func (s *Stack) createArgoConfig(ctx context.Context, dir string) error {
 				_ = unstructured.SetNestedField(u.Object, base64.StdEncoding.EncodeToString(key), "data", "server.secretkey")
 			case "argocd-cmd-params-cm":
 				_ = unstructured.SetNestedField(u.Object, "*", "data", "application.namespaces")
+			case "argocd-cm":
+				if err := unstructured.SetNestedField(u.Object, ArgoApplicationHealthLua, "data", ArgoApplicationHealthKey); err != nil {
+					return fmt.Errorf("argocd-cm: %w", err)
+				}
 			}
 			if err := s.Client.Create(ctx, u); err != nil {
 				return fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)
