@@ -127,6 +127,15 @@ func TestValidateReportsEveryFileAndArgoCDNeedsARepoURL(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "--repo-url is required") {
 		t.Fatalf("ArgoCD without --repo-url: exit %d: %s", code, stderr)
 	}
+	// To stdout, each sync file's AppProject and Application are their own
+	// documents under the file's Source header.
+	code, stdout, stderr = scribe(t, "render", "-f", filepath.Join(fixtures, "valid", "workload-canary-50.yaml"), "--applier", "ArgoCD", "--repo-url", "https://git.example/acme.git")
+	for _, want := range []string{"# Source: shop/workload/checkout.sync.yaml\napiVersion: argoproj.io/v1alpha1\nkind: AppProject\n",
+		"# Source: shop/workload/checkout.sync.yaml\napiVersion: argoproj.io/v1alpha1\nkind: Application\n"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Fatalf("render --applier ArgoCD to stdout: exit %d, want %q in:\n%s%s", code, want, stdout, stderr)
+		}
+	}
 }
 
 // TestRenderWithUserCatalog: --catalog adds entries and overrides built-in

@@ -47,9 +47,11 @@ func TestStdoutStreamCannotBeBrokenOutOf(t *testing.T) {
 		{name: "control bytes and invalid UTF-8", path: "ns/workload/x\x00\x1b[2J\xff/c.yaml", data: data},
 		{name: "a file of two documents is refused", path: "ns/workload/x/c.yaml", data: append(append([]byte{}, data...), []byte(crb)...), err: "more than one YAML document"},
 		{name: "a file that is not an object is refused", path: "ns/workload/x/c.yaml", data: []byte("- a\n"), err: "not one YAML object"},
+		{name: "a sync file of two objects is written as two documents", path: "ns/workload/x.sync.yaml", data: append(append([]byte{}, data...), []byte("---\n"+string(data))...)},
+		{name: "a sync file's documents must be objects", path: "ns/workload/x.sync.yaml", data: append(append([]byte{}, data...), []byte("---\n- a\n")...), err: "not one YAML object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &render.Bundle{Files: []render.File{{Path: tc.path, Data: tc.data}, {Path: "ns/workload/y/c.yaml", Data: data}}}
+			b := &render.Bundle{Dir: "ns/workload/x", Files: []render.File{{Path: tc.path, Data: tc.data}, {Path: "ns/workload/y/c.yaml", Data: data}}}
 			var out bytes.Buffer
 			err := writeStream(context.Background(), &out, []*render.Bundle{b})
 			if tc.err != "" {
@@ -75,8 +77,12 @@ func TestStdoutStreamCannotBeBrokenOutOf(t *testing.T) {
 				}
 				kinds = append(kinds, doc["kind"].(string))
 			}
-			if strings.Join(kinds, ",") != "ConfigMap,ConfigMap" {
-				t.Fatalf("documents %v, want two ConfigMaps:\n%s", kinds, text)
+			want := "ConfigMap,ConfigMap"
+			if strings.HasSuffix(tc.path, ".sync.yaml") {
+				want = "ConfigMap,ConfigMap,ConfigMap"
+			}
+			if strings.Join(kinds, ",") != want {
+				t.Fatalf("documents %v, want %s:\n%s", kinds, want, text)
 			}
 			for _, line := range strings.Split(text, "\n") {
 				if strings.Contains(line, "ClusterRoleBinding") && !strings.HasPrefix(line, "# Source: ") {

@@ -22,7 +22,7 @@ var plainPath = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
 // writeStream writes the manifests of bundles to w as one YAML stream,
 // each document headed by a `# Source: <path>` comment. Every document goes
 // through a YAML encoder: each file is decoded (it must hold exactly one
-// document) and re-encoded, with the header as the document's comment, so
+// document; a bundle's sync file one object per document) and re-encoded, with the header as the document's comment, so
 // neither a path nor a value can end a document or start another one.
 // The encoder's layout (2-space indent, sequences not indented under their
 // key) is the one render writes files with, so each document's bytes are
@@ -41,13 +41,17 @@ func writeStream(ctx context.Context, w io.Writer, bundles []*render.Bundle) err
 			if err := ctx.Err(); err != nil {
 				return context.Cause(ctx)
 			}
-			doc, err := singleDocument(file.Data)
+			// The sync file is the one render writes as several documents
+			// (the CR's own source or AppProject, then its applier object).
+			docs, err := documents(file.Data, b.Dir+".sync.yaml" == file.Path)
 			if err != nil {
 				return fmt.Errorf("%s: %w", strconv.Quote(file.Path), err)
 			}
-			doc.Content[0].HeadComment = "Source: " + sourcePath(file.Path)
-			if err := enc.Encode(doc); err != nil {
-				return fmt.Errorf("encode %s: %w", strconv.Quote(file.Path), err)
+			for _, doc := range docs {
+				doc.Content[0].HeadComment = "Source: " + sourcePath(file.Path)
+				if err := enc.Encode(doc); err != nil {
+					return fmt.Errorf("encode %s: %w", strconv.Quote(file.Path), err)
+				}
 			}
 			if _, err := w.Write(buf.Bytes()); err != nil {
 				return fmt.Errorf("write stdout: %w", err)
@@ -72,19 +76,30 @@ func sourcePath(p string) string {
 	return strconv.Quote(p)
 }
 
-// singleDocument decodes data, which must be exactly one YAML document.
-func singleDocument(data []byte) (*yaml.Node, error) {
+// documents decodes data: exactly one YAML object, or with several one
+// object per document (at least one).
+func documents(data []byte, several bool) ([]*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("rendered file is not YAML: %w", err)
+	var docs []*yaml.Node
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rendered file is not YAML: %w", err)
+		}
+		if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("rendered file is not one YAML object per document")
+		}
+		if len(docs) == 1 && !several {
+			return nil, fmt.Errorf("rendered file holds more than one YAML document")
+		}
+		docs = append(docs, &doc)
 	}
-	var next yaml.Node
-	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("rendered file holds more than one YAML document")
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("rendered file holds no YAML document")
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("rendered file is not one YAML object")
-	}
-	return &doc, nil
+	return docs, nil
 }
