@@ -22,6 +22,10 @@ APPLIER ?= flux
 # once through Flux and once through Argo CD (its /Flux and /ArgoCD
 # subtests); `flux` or `argocd` runs one.
 E2E_APPLIERS ?=
+# How many end-to-end loops (each its own control plane, applier and git
+# server, about 1-2 GiB) run at once: the scenarios mostly wait on the
+# appliers, so they overlap well on two cores.
+E2E_PARALLEL ?= 3
 
 # Upstream CRDs (tests, schemas): an offline mirror with one folder per
 # project, ../shared/crds beside the repository when it exists; otherwise the
@@ -59,7 +63,7 @@ test: envtest-assets loop-assets $(CUE) ## Run every test: unit, golden, the hos
 	@# The two fuzz targets of the CLI, a short run each (their seed corpora, testdata/fuzz, already ran above as unit tests).
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_TIME)
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_TIME)
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -timeout 45m ./test/e2e/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 45m ./test/e2e/
 
 .PHONY: test-race
 test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.
@@ -67,7 +71,7 @@ test-race: ## Run the render engine's concurrency test (and the health verdicts)
 
 .PHONY: test-e2e
 test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.
-	SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -v -timeout 60m ./test/e2e/
+	SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -v -parallel $(E2E_PARALLEL) -timeout 60m ./test/e2e/
 
 .PHONY: bench-e2e
 bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR change -> applied, with and without the reconcile request; canary step).
@@ -106,7 +110,7 @@ bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads wi
 	go test -run '^$$' -bench CLIRender -benchmem ./cmd/scribe/
 	go test -run '^$$' -bench Catalog -benchmem ./internal/controller/
 	hack/bench-cli.sh
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench Create1000Workloads -benchtime=1x -timeout 30m ./internal/controller/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench '(Create|StartWith)1000Workloads' -benchtime=1x -timeout 30m ./internal/controller/
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.

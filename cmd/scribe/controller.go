@@ -78,8 +78,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
-	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server, as Flux's controllers allow by default (client-go's default of 20 made a burst of 1000 custom resources wait on the client)")
-	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", 300, "burst of queries to the API server above --kube-api-qps")
+	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "queries per second to the API server, as Flux's controllers allow by default (a new custom resource costs two writes: raise it for bursts of thousands)")
+	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 }
 

@@ -93,6 +93,18 @@ type Options struct {
 // DefaultWatchedPoll is Options.WatchedPoll's default.
 const DefaultWatchedPoll = 30 * time.Second
 
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst bound the controller's requests
+// to the API server (client-side), as Flux's controllers do by default. A
+// new custom resource costs two writes (its finalizer, its status), so at
+// these defaults a burst of 1000 is paced by the client to about 35 s;
+// large fleets raise them as Flux's vertical-scaling guide does for its
+// controllers (e.g. 500/1000), the API server's priority and fairness
+// still protecting it.
+const (
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 300
+)
+
 // DefaultConcurrency is each reconciler's default number of workers. It
 // is high because a worker is cheap while it waits: a burst of custom
 // resources needs many of them waiting on one commit to become a few
