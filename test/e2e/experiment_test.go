@@ -68,6 +68,7 @@ func waitExperiment(t *testing.T, s *Stack, ns, name, what string, done func(*sc
 // and then the component it delivers (from the catalog repository), and
 // the Experiment is Complete only after both.
 func TestLoopHubExperimentWalksToComplete(t *testing.T) {
+	t.Parallel()
 	appliers(t, testHubExperiment)
 }
 
@@ -126,6 +127,7 @@ func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 // kustomize-controller, Argo CD's ComparisonError), and the Experiment ends
 // Failed with the applier's own error in its status.
 func TestLoopExperimentWithBrokenComponentPathFails(t *testing.T) {
+	t.Parallel()
 	appliers(t, testBrokenComponentPath)
 }
 
@@ -168,6 +170,7 @@ func testBrokenComponentPath(t *testing.T, applier scribev1.ApplierKind) {
 // target's delivery reported ready: a comparison of resourceVersions,
 // etcd's revision, from watches started before the Experiment.
 func TestLoopExperimentDeliversInDependsOrder(t *testing.T) {
+	t.Parallel()
 	appliers(t, testDependsOrder)
 }
 
@@ -299,6 +302,7 @@ func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
 // reaches the apiserver after its WorkflowTemplate. Argo Workflows does not
 // run here: the test reports the Workflow's phase as its controller does.
 func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
+	t.Parallel()
 	ns := "staged"
 	s := newLoop(t, ns)
 	ctx := context.Background()

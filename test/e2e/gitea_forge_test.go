@@ -30,6 +30,7 @@ func giteaBundle(content string) *render.Bundle {
 // closed, reopened and merged with the merge commit, find the latest after
 // a restart, and delete the merged branch.
 func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
+	t.Parallel()
 	skipWithoutLoop(t)
 	g := StartGiteaOnly(t)
 	ctx := context.Background()

@@ -140,6 +140,7 @@ func (l *prLoop) condition(typ string) *metav1.Condition {
 }
 
 func TestLoopPullRequestPromotionThroughGitea(t *testing.T) {
+	t.Parallel()
 	skipWithoutLoop(t)
 	s := Start(t)
 	g := s.StartGitea(t)

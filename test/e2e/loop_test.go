@@ -209,6 +209,7 @@ func createHealthy(t *testing.T, s *Stack, w *scribev1.Workload) func() *scribev
 // real controller: each step's commit was Synced and Healthy, with the
 // health computed after that sync, before Scribe committed the next.
 func TestLoopWorkloadCanary(t *testing.T) {
+	t.Parallel()
 	appliers(t, func(t *testing.T, applier scribev1.ApplierKind) {
 		ns := "demo"
 		s := newLoopWith(t, applier, ns)
@@ -248,6 +249,7 @@ func walkCanary(t *testing.T, s *Stack, w *scribev1.Workload, v2 scribev1.Versio
 }
 
 func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndTheApplierAppliesTheRollback(t *testing.T) {
+	t.Parallel()
 	appliers(t, testRollback)
 }
 
@@ -288,6 +290,7 @@ func testRollback(t *testing.T, applier scribev1.ApplierKind) {
 }
 
 func TestLoopDeletingAWorkloadPrunesItThroughTheApplierBeforeTheFinalizerGoes(t *testing.T) {
+	t.Parallel()
 	appliers(t, testPrune)
 }
 

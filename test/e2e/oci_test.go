@@ -15,6 +15,7 @@ import (
 )
 
 func TestLoopOCIRepositoryAppliesScribesArtifact(t *testing.T) {
+	t.Parallel()
 	skipWithoutLoop(t)
 	s := Start(t)
 	ctx := context.Background()

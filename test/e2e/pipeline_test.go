@@ -155,6 +155,7 @@ func refuseInStaging(t *testing.T, s *Stack, image string) {
 // staging's admission policy refuses, is rolled back in staging and stops
 // there, prod keeping v2 at the same commit.
 func TestLoopPipelinePromotesThroughStagesWithFluxAndGitea(t *testing.T) {
+	t.Parallel()
 	skipWithoutLoop(t)
 	s := Start(t)
 	g := s.StartGitea(t)

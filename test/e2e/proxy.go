@@ -27,6 +27,10 @@ func NewProxy(backend string) (*Proxy, error) {
 		return nil, err
 	}
 	p.Addr = ln.Addr().String()
+	// Down closes the port for a while: no parallel loop may be given it.
+	handedOut.Lock()
+	handedOut.addrs[p.Addr] = true
+	handedOut.Unlock()
 	p.serve(ln)
 	return p, nil
 }

@@ -18,6 +18,7 @@ import (
 )
 
 func TestLoopGitServerOutageIsReportedAndRetried(t *testing.T) {
+	t.Parallel()
 	ns := "outage"
 	s := newLoop(t, ns)
 	get := createHealthy(t, s, canaryWorkload(ns))
@@ -79,6 +80,7 @@ func startScribeProcess(t *testing.T, s *Stack, bin, dataDir, logName string) *e
 }
 
 func TestLoopScribeKilledMidCanaryResumesWithoutRepeatingOrSkippingAStep(t *testing.T) {
+	t.Parallel()
 	appliers(t, testKilledMidCanary)
 }
 

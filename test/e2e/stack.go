@@ -65,10 +65,9 @@ type Stack struct {
 	Applier scribev1.ApplierKind
 
 	env   *envtest.Environment
-	mu    sync.Mutex // guards procs, named, metrics and given
+	mu    sync.Mutex // guards procs, named and metrics
 	procs []*exec.Cmd
 	named map[string]*exec.Cmd
-	given map[string]bool // addresses handed out (see addr)
 	// metrics is the Prometheus address of each Flux controller, by name.
 	metrics  map[string]string
 	logf     func(format string, args ...any)
@@ -108,22 +107,27 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// addr is a free address no other process of this loop was given: the
-// kernel may hand a just-closed port out again, and two processes told
-// the same port fail as "address already in use".
+// handedOut is every address a loop of this test process handed out.
+// Loops run in parallel (the tests are t.Parallel), and the kernel may
+// hand a just-closed port to a second loop before the first loop's
+// process has bound it: two processes told the same port fail as "address
+// already in use". It is the one piece of state the loops share.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// addr is a free address no other process of any loop was given.
 func (s *Stack) addr() (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 100 {
 		a, err := freeAddr()
 		if err != nil {
 			return "", err
 		}
-		if !s.given[a] {
-			if s.given == nil {
-				s.given = map[string]bool{}
-			}
-			s.given[a] = true
+		if !handedOut.addrs[a] {
+			handedOut.addrs[a] = true
 			return a, nil
 		}
 	}
@@ -281,10 +285,16 @@ func (s *Stack) start(t testing.TB) error {
 	if err := s.startGateway(gwCtx); err != nil {
 		return err
 	}
-	fluxEnv := []string{"KUBECONFIG=" + s.Kubeconfig, "RUNTIME_NAMESPACE=flux-system"}
+	// Each loop's Flux gets its own TMPDIR: kustomize-controller removes
+	// every kustomization-* directory in its TMPDIR when it starts (the
+	// leftovers of a previous process), which in a shared /tmp deleted the
+	// directories a parallel loop's kustomize-controller was building in.
+	fluxEnv := []string{"KUBECONFIG=" + s.Kubeconfig, "RUNTIME_NAMESPACE=flux-system", "TMPDIR=" + filepath.Join(s.Dir, "flux-tmp")}
 	storage, _ := s.addr()
-	if err := os.MkdirAll(filepath.Join(s.Dir, "storage"), 0o755); err != nil {
-		return err
+	for _, d := range []string{"storage", "flux-tmp"} {
+		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
+			return err
+		}
 	}
 	for _, c := range []struct {
 		name string

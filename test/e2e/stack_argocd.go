@@ -320,13 +320,16 @@ func (s *Stack) SyncObjectExists(ctx context.Context, kind, ns, name string) (bo
 	return err == nil, err
 }
 
-// appliers runs f once per applier, each in its own subtest (and loop).
+// appliers runs f once per applier, each in its own subtest (and loop);
+// the two run in parallel, as the loop tests do (make test-e2e's -parallel
+// bounds how many loops run at once).
 func appliers(t *testing.T, f func(t *testing.T, applier scribev1.ApplierKind)) {
 	for _, a := range []scribev1.ApplierKind{scribev1.ApplierFlux, scribev1.ApplierArgoCD} {
 		t.Run(string(a), func(t *testing.T) {
 			if only := os.Getenv("SCRIBE_E2E_APPLIER"); only != "" && !strings.EqualFold(only, string(a)) {
 				t.Skipf("SCRIBE_E2E_APPLIER=%s", only)
 			}
+			t.Parallel()
 			f(t, a)
 		})
 	}
