@@ -365,7 +365,18 @@ func (d *stage) provision() *ExperimentAction {
 	if st.Stage >= scribev1.StageWorkflowTemplates {
 		st.Templates = rb.Templates
 	}
+	templates := templatesNotReady(rb)
 	if rb.Applier.State == health.Failed {
+		// A failed component delivery is the more specific cause when the
+		// applier's failure can come from it: with the argocd-cm
+		// Application health check, a Degraded component Application makes
+		// the Experiment's Application Degraded (and fails its sync while a
+		// later wave waits).
+		if failureOfAppliedObject(rb.Applier.Reason) {
+			if msg, ok := componentFailure(rb, templates); ok {
+				return d.failed(d.obs.Poll, ReasonComponentFailed, "%s", msg)
+			}
+		}
 		return d.failed(d.obs.Poll, ReasonApplyFailed, "%s failed to apply: %s", shortRev(st.Revision), rb.Applier.Message)
 	}
 	var waiting []string
@@ -380,12 +391,6 @@ func (d *stage) provision() *ExperimentAction {
 		case scribev1.ExperimentReady:
 		default:
 			waiting = append(waiting, ts.Name+": "+ts.Message)
-		}
-	}
-	var templates []string
-	for _, c := range rb.Templates {
-		if !c.Ready {
-			templates = append(templates, fmt.Sprintf("%s (%s: %s)", c.Name, c.Delivery, c.Message))
 		}
 	}
 	if rb.TemplatesFailed {
@@ -433,6 +438,46 @@ func (d *stage) provision() *ExperimentAction {
 		markReady(ReasonSucceeded, "%s", msg),
 		markReconciling(ReasonWaitingForWorkflow, "%s", msg),
 	}}
+}
+
+// failureOfAppliedObject reports whether an applier's failure reason can
+// come from an object it applied rather than from the sync itself: Argo CD
+// Degraded or SyncFailed, Flux HealthCheckFailed. ComparisonError,
+// InvalidSpecError, BuildFailed, ApplyFailed and the like are the sync's
+// own.
+func failureOfAppliedObject(reason string) bool {
+	switch reason {
+	case health.ReasonDegraded, health.ReasonSyncFailed, health.ReasonHealthCheckFailed:
+		return true
+	}
+	return false
+}
+
+// componentFailure is the message of the first failed component delivery
+// (of a target whose cluster is ready, then of the workflow templates),
+// as provision reports it with ComponentFailed.
+func componentFailure(rb *TargetsReadBack, templates []string) (string, bool) {
+	for _, ts := range rb.Targets {
+		if ts.Phase == scribev1.ExperimentFailed && ts.ClusterReady {
+			return fmt.Sprintf("target %s: %s", ts.Name, ts.Message), true
+		}
+	}
+	if rb.TemplatesFailed {
+		return "workflow template delivery failed: " + strings.Join(templates, "; "), true
+	}
+	return "", false
+}
+
+// templatesNotReady describes each workflow template delivery not ready
+// as "<name> (<delivery>: <message>)".
+func templatesNotReady(rb *TargetsReadBack) []string {
+	var out []string
+	for _, c := range rb.Templates {
+		if !c.Ready {
+			out = append(out, fmt.Sprintf("%s (%s: %s)", c.Name, c.Delivery, c.Message))
+		}
+	}
+	return out
 }
 
 // run follows the runs once every target is Ready: a workflow

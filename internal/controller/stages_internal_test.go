@@ -80,6 +80,12 @@ func readTargets(applier health.State, targets ...scribev1.TargetStatus) *Target
 	return &TargetsReadBack{Applier: v, Targets: targets}
 }
 
+// applierFailed is the applier's Failed verdict on c1, with its reason and
+// message, and the targets' states.
+func applierFailed(reason, msg string, targets ...scribev1.TargetStatus) *TargetsReadBack {
+	return &TargetsReadBack{Applier: health.Verdict{State: health.Failed, Reason: reason, Message: msg}, Targets: targets}
+}
+
 // withTemplate adds the read-back of the validation workflow's template
 // delivery.
 func withTemplate(rb *TargetsReadBack, state health.State, msg string) *TargetsReadBack {
@@ -287,6 +293,50 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed"},
 			marks:  []string{"Ready=False/ComponentFailed", "Stalled=True/ComponentFailed"},
 			events: []string{"Warning Failed: target app: component web: HelmRelease/team/lab-app-web: install failed"}},
+		{name: "the Experiment's Application Degraded by a failed component: ComponentFailed with the component's message",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: applierFailed(health.ReasonDegraded, "Application/argocd/lab-app-web is Degraded",
+				bothReady[0], target("load", scribev1.ExperimentFailed, true, "component k6: Application/argocd/lab-load-k6: Deployment/load/k6: Deployment \"k6\" exceeded its progress deadline"))},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed", "targets": "app=Ready,load=Failed"},
+			marks:  []string{"Ready=False/ComponentFailed", "Stalled=True/ComponentFailed"},
+			events: []string{"Warning Failed: target load: component k6: Application/argocd/lab-load-k6: Deployment/load/k6: Deployment \"k6\" exceeded its progress deadline"}},
+		{name: "the Experiment's Application sync failed, a template delivery failed: ComponentFailed with the template's message",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(3)),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Targets: &TargetsReadBack{
+				Applier:   health.Verdict{State: health.Failed, Reason: health.ReasonSyncFailed, Message: "one or more synchronization tasks completed unsuccessfully"},
+				Targets:   bothReady,
+				Templates: []scribev1.ComponentStatus{{Name: "smoke", Delivery: "Application/argocd/lab-smoke", Message: "Application is Degraded"}}, TemplatesFailed: true,
+			}},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed", "stage": "3"},
+			marks:  []string{"Ready=False/ComponentFailed", "Stalled=True/ComponentFailed"},
+			events: []string{"Warning Failed: workflow template delivery failed: smoke (Application/argocd/lab-smoke: Application is Degraded)"}},
+		{name: "the sync Kustomization's health check failed on a failed component: ComponentFailed with the component's message",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: applierFailed(health.ReasonHealthCheckFailed, "health check failed after 30s: failed early due to stalled resources: [HelmRelease/team/lab-app-web status: 'Failed']",
+				target("app", scribev1.ExperimentFailed, true, "component web: HelmRelease/team/lab-app-web: install failed"), bothReady[1])},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed"},
+			marks:  []string{"Ready=False/ComponentFailed", "Stalled=True/ComponentFailed"},
+			events: []string{"Warning Failed: target app: component web: HelmRelease/team/lab-app-web: install failed"}},
+		{name: "the Experiment's Application Degraded, every component ready: ApplyFailed",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: applierFailed(health.ReasonDegraded, "ConfigMap/team/lab-settings is Degraded", bothReady...)},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed"},
+			marks:  []string{"Ready=False/ApplyFailed", "Stalled=True/ApplyFailed"},
+			events: []string{"Warning Failed: c1 failed to apply: ConfigMap/team/lab-settings is Degraded"}},
+		{name: "the Experiment's Application cannot compare its revision, a component failed: ApplyFailed, the sync's own error",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: applierFailed(health.ReasonComparisonError, "Failed to load target state: app path does not exist",
+				target("app", scribev1.ExperimentFailed, true, "component web: Application/argocd/lab-app-web: Degraded"), bothReady[1])},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed"},
+			marks:  []string{"Ready=False/ApplyFailed", "Stalled=True/ApplyFailed"},
+			events: []string{"Warning Failed: c1 failed to apply: Failed to load target state: app path does not exist"}},
+		{name: "the sync Kustomization failed to apply, a component failed: ApplyFailed, the sync's own error",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: applierFailed(health.ReasonApplyFailed, "Deployment/demo/demo-services dry-run failed: field is immutable",
+				target("app", scribev1.ExperimentFailed, true, "component web: HelmRelease/team/lab-app-web: install failed"), bothReady[1])},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed"},
+			marks:  []string{"Ready=False/ApplyFailed", "Stalled=True/ApplyFailed"},
+			events: []string{"Warning Failed: c1 failed to apply: Deployment/demo/demo-services dry-run failed: field is immutable"}},
 		{name: "not applied yet: Provisioning, waiting for the apply",
 			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""), obs: ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: readTargets(health.Pending, bothReady...)},
 			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Provisioning", "targets": "app=Ready,load=Ready"},
