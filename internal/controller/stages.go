@@ -373,28 +373,20 @@ func (d *stage) provision() *ExperimentAction {
 		// the Experiment's Application Degraded (and fails its sync while a
 		// later wave waits).
 		if failureOfAppliedObject(rb.Applier.Reason) {
-			if msg, ok := componentFailure(rb, templates); ok {
-				return d.failed(d.obs.Poll, ReasonComponentFailed, "%s", msg)
+			if reason, msg, ok := deliveryFailure(rb, templates); ok {
+				return d.failed(d.obs.Poll, reason, "%s", msg)
 			}
 		}
 		return d.failed(d.obs.Poll, ReasonApplyFailed, "%s failed to apply: %s", shortRev(st.Revision), rb.Applier.Message)
 	}
 	var waiting []string
+	if reason, msg, ok := deliveryFailure(rb, templates); ok {
+		return d.failed(d.obs.Poll, reason, "%s", msg)
+	}
 	for _, ts := range rb.Targets {
-		switch ts.Phase {
-		case scribev1.ExperimentFailed:
-			reason := ReasonClusterFailed
-			if ts.ClusterReady {
-				reason = ReasonComponentFailed
-			}
-			return d.failed(d.obs.Poll, reason, "target %s: %s", ts.Name, ts.Message)
-		case scribev1.ExperimentReady:
-		default:
+		if ts.Phase != scribev1.ExperimentReady {
 			waiting = append(waiting, ts.Name+": "+ts.Message)
 		}
-	}
-	if rb.TemplatesFailed {
-		return d.failed(d.obs.Poll, ReasonComponentFailed, "workflow template delivery failed: %s", strings.Join(templates, "; "))
 	}
 	if rb.Applier.State != health.Healthy {
 		d.setPhase(scribev1.ExperimentProvisioning, "waiting for %s to be applied", shortRev(st.Revision))
@@ -453,19 +445,24 @@ func failureOfAppliedObject(reason string) bool {
 	return false
 }
 
-// componentFailure is the message of the first failed component delivery
-// (of a target whose cluster is ready, then of the workflow templates),
-// as provision reports it with ComponentFailed.
-func componentFailure(rb *TargetsReadBack, templates []string) (string, bool) {
+// deliveryFailure is the reason and message of the first failed target
+// (ClusterFailed when its cluster failed, ComponentFailed when one of its
+// component deliveries did), then of the failed workflow template
+// deliveries, as provision reports them.
+func deliveryFailure(rb *TargetsReadBack, templates []string) (reason, msg string, ok bool) {
 	for _, ts := range rb.Targets {
-		if ts.Phase == scribev1.ExperimentFailed && ts.ClusterReady {
-			return fmt.Sprintf("target %s: %s", ts.Name, ts.Message), true
+		if ts.Phase == scribev1.ExperimentFailed {
+			reason := ReasonClusterFailed
+			if ts.ClusterReady {
+				reason = ReasonComponentFailed
+			}
+			return reason, fmt.Sprintf("target %s: %s", ts.Name, ts.Message), true
 		}
 	}
 	if rb.TemplatesFailed {
-		return "workflow template delivery failed: " + strings.Join(templates, "; "), true
+		return ReasonComponentFailed, "workflow template delivery failed: " + strings.Join(templates, "; "), true
 	}
-	return "", false
+	return "", "", false
 }
 
 // templatesNotReady describes each workflow template delivery not ready
