@@ -260,8 +260,15 @@ func TestPipelineNewerVersionArrivingMidPipelineOvertakesThePreviousOneStageBySt
 		t.Fatalf("prod's Workload carries %s", v)
 	}
 	dev.stableAt(t, "v3")
-	// Verified in dev, v3 overtakes v2 in staging, which never became
-	// stable there, and prod goes from v1 straight to v3.
+	// Verified in dev (after its soak), v3 overtakes v2 in staging, which
+	// never became stable there, and prod goes from v1 straight to v3.
+	// Staging's cluster applies again only once its Workload carries v3:
+	// applying v2's held step before would let v2 finish there first, and
+	// a v2 verified in staging rightly goes on to prod.
+	waitFor(t, "v3 handed to staging", func() (bool, string) {
+		v := versionNames(f.stageWorkload(t, "staging"))
+		return strings.HasSuffix(v, ",v3"), "staging's Workload carries " + v
+	})
 	staging.stableAt(t, "v3")
 	prod.stableAt(t, "v3")
 	got = f.waitPipeline(t, "v3 everywhere", pipelineReady)
