@@ -115,13 +115,13 @@ func TestStatusPatcherMergesConditionsAfterAConflict(t *testing.T) {
 	p := newStatusPatcher(w, c)
 	cc.beforeStatusPatch = func() {
 		other := &scribev1.Workload{}
-		if err := cc.WithWatch.Get(ctx, webKey(), other); err != nil {
+		if err := cc.Get(ctx, webKey(), other); err != nil {
 			t.Fatal(err)
 		}
 		conditions.MarkTrue(other, "Audited", "Reviewed", "by another controller")
 		conditions.MarkFalse(other, scribev1.ReadyCondition, "Theirs", "another writer's Ready")
 		other.Status.Revision = "theirs"
-		if err := cc.WithWatch.Status().Update(ctx, other); err != nil {
+		if err := cc.Status().Update(ctx, other); err != nil {
 			t.Fatal(err)
 		}
 	}
