@@ -42,7 +42,63 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}
 	input.Publish = in.Publish
+	if wf := x.Spec.Workflow; wf != nil && wf.Engine == scribev1.EngineTestkube {
+		d.elsewhere = &elsewhere{namespace: testkubeNamespace(wf.Testkube), kinds: testkubeKinds, why: "Testkube objects (spec.workflow.testkube.namespace)"}
+	}
 	return e.renderBundle(d, input)
+}
+
+// testkubeKinds are the kinds an Experiment renders into Testkube's
+// namespace (templates/experiment/testkube.cue).
+var testkubeKinds = map[[2]string]bool{
+	{"v1", "ConfigMap"}: true,
+	{"testworkflows.testkube.io/v1", "TestWorkflow"}:          true,
+	{"testworkflows.testkube.io/v1", "TestWorkflowExecution"}: true,
+	{"tests.testkube.io/v1", "TestTrigger"}:                   true,
+}
+
+// testkubeNamespace is the namespace Testkube runs in, as the CRD
+// defaults it.
+func testkubeNamespace(tk *scribev1.TestkubeSpec) string {
+	if tk == nil || tk.Namespace == "" {
+		return scribev1.DefaultTestkubeNamespace
+	}
+	return tk.Namespace
+}
+
+// checkTestkubeNamespace refuses, naming spec.workflow.testkube.namespace,
+// a Testkube namespace the tenant may not write into, and one that is not
+// where the agent-eval TestWorkflowTemplates are delivered (a TestWorkflow's
+// `use:` resolves templates in its own namespace, so it would never run).
+// The tenant may write into its Experiment's namespace, the namespaces the
+// Repository allows, and the built-in agent-eval entry's namespace, which
+// Scribe's own catalog already delivers into. agentEval is the resolved
+// agent-eval entry.
+func (e *Engine) checkTestkubeNamespace(x *scribev1.Experiment, agentEval *contract.Resolved, ns namespacePolicy) *FieldError {
+	const at = "spec.workflow.testkube.namespace"
+	tk := testkubeNamespace(x.Spec.Workflow.Testkube)
+	builtinNS := ""
+	if len(e.catalogs) > 0 {
+		builtinNS, _ = e.catalogs[len(e.catalogs)-1].LookupPath(cue.ParsePath(`"agent-eval".namespace`)).String()
+	}
+	if tk != ns.experiment && tk != builtinNS && !slices.Contains(ns.allowed, tk) {
+		return &FieldError{Path: at, Message: fmt.Sprintf(
+			"Testkube's namespace %q is neither the Experiment's namespace %q nor one the Repository allows: list %q in the Repository's spec.allowedNamespaces, or name the namespace Testkube runs in",
+			tk, ns.experiment, tk)}
+	}
+	if agentEval == nil {
+		return nil
+	}
+	templates, _ := agentEval.Entry["namespace"].(string)
+	if templates == "" {
+		templates = ns.experiment
+	}
+	if tk != templates {
+		return &FieldError{Path: at, Message: fmt.Sprintf(
+			"Testkube's namespace %q is not where the agent-eval TestWorkflowTemplates are delivered (%q, the namespace of catalog entry agent-eval): a TestWorkflow uses templates of its own namespace only, so the evaluation would never run; set it to %q, or override the agent-eval entry in the Repository's catalog so it delivers into %q",
+			tk, templates, templates, tk)}
+	}
+	return nil
 }
 
 // experimentInput resolves every component the Experiment names through the
@@ -112,6 +168,11 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			r, ferrs := resolve(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params")
 			errs = append(errs, ferrs...)
 			in.Workflow = r
+			if len(ferrs) == 0 {
+				if fe := e.checkTestkubeNamespace(x, r, ns); fe != nil {
+					errs = append(errs, *fe)
+				}
+			}
 		} else {
 			params, err := jsonValue(wf.Params)
 			if err != nil {

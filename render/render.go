@@ -138,6 +138,24 @@ type decoded struct {
 	typed client.Object
 	kind  string
 	name  string // Kind/namespace/name, for messages
+	// elsewhere is the one namespace besides the CR's own that some of
+	// its objects render into, and the kinds (apiVersion and kind) that
+	// may: an Experiment's Testkube objects go into Testkube's namespace.
+	elsewhere *elsewhere
+}
+
+// elsewhere is a namespace besides a CR's own and the kinds rendered into it.
+type elsewhere struct {
+	namespace string
+	kinds     map[[2]string]bool
+	// why says, in a refusal, what the namespace is for.
+	why string
+}
+
+// allows reports whether an object of apiVersion and kind may be rendered
+// into namespace ns.
+func (x *elsewhere) allows(apiVersion, kind, ns string) bool {
+	return x != nil && ns == x.namespace && x.kinds[[2]string{apiVersion, kind}]
 }
 
 func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error) {
@@ -285,8 +303,12 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 			return nil, err
 		}
 		id, data := c.id, c.data
-		if id.Namespace != ns {
-			return nil, fmt.Errorf("render %s: %s %s is in namespace %q: a CR renders only into its own namespace", name, id.Kind, id.Name, id.Namespace)
+		if id.Namespace != ns && !d.elsewhere.allows(id.APIVersion, id.Kind, id.Namespace) {
+			also := ""
+			if d.elsewhere != nil {
+				also = fmt.Sprintf(" (and only its %s into %q)", d.elsewhere.why, d.elsewhere.namespace)
+			}
+			return nil, fmt.Errorf("render %s: %s %s is in namespace %q: a CR renders only into its own namespace%s", name, id.Kind, id.Name, id.Namespace, also)
 		}
 		file := strings.ToLower(id.Kind) + "-" + id.Name + ".yaml"
 		if _, dup := rendered[file]; dup {

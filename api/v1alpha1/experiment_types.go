@@ -183,6 +183,10 @@ type ExperimentWorkflow struct {
 // +kubebuilder:validation:Enum=argo;testkube
 type WorkflowEngine string
 
+// DefaultTestkubeNamespace is the namespace a standard Testkube install
+// runs in, the default of spec.workflow.testkube.namespace.
+const DefaultTestkubeNamespace = "testkube"
+
 // Workflow engines.
 const (
 	// EngineArgo runs the workflow as an Argo Workflow.
@@ -246,6 +250,19 @@ type TestkubeSpec struct {
 	// Trigger re-runs the evaluation when the agent's Deployment changes.
 	// +optional
 	Trigger *Trigger `json:"trigger,omitempty"`
+
+	// Namespace is Testkube's own namespace: the one its agent and
+	// operator watch and run executions in, where the agent-eval
+	// TestWorkflowTemplates are delivered. The TestWorkflow, its
+	// experiment.json ConfigMap, the TestWorkflowExecution and the
+	// TestTrigger are rendered into it; the Repository must allow it
+	// unless it is the Experiment's namespace or the built-in agent-eval
+	// entry's.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:default=testkube
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Dataset names an evaluation dataset.

@@ -97,7 +97,8 @@ reconcile-request annotation on Flux sources and Argo CD Applications.
 
 --watch-namespaces restricts every watch, including those of the applier's
 objects: list the applier's namespace (flux-system or argocd) too, or
-health is never read back. --watch-label-selector shards custom resources
+health is never read back, and Testkube's (testkube) for agent evaluations,
+or their executions are only polled, not watched. --watch-label-selector shards custom resources
 across instances like Flux does, for example
   --watch-label-selector ` + controller.ShardLabel + `=shard1
 

@@ -106,18 +106,11 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 	// soon as Flux, Argo CD, Cluster API or the workflow engine reports, not
 	// at the next poll: the per-CR sync object carries render's
 	// scribe.dev/{kind,namespace,name} labels, and every object rendered for
-	// an Experiment scribe.dev/experiment. Kustomizations share the Workload
+	// an Experiment scribe.dev/experiment, and those rendered outside the
+	// Experiment's namespace (the Testkube objects, in Testkube's)
+	// scribe.dev/namespace as well. Kustomizations share the Workload
 	// controller's informer; the other kinds are watched as metadata only.
-	sync := syncOwner(scribev1.ExperimentKind)
-	owner := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		if reqs := sync(ctx, o); len(reqs) > 0 {
-			return reqs
-		}
-		if name := o.GetLabels()["scribe.dev/experiment"]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-		}
-		return nil
-	})
+	owner := handler.EnqueueRequestsFromMapFunc(experimentOwner)
 	if kustomizationsInstalled(mgr) {
 		b = b.Watches(&kustomizev1.Kustomization{}, owner)
 	}
@@ -137,6 +130,26 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 		b = b.WatchesMetadata(obj, owner)
 	}
 	return b.Complete(r)
+}
+
+// experimentOwner maps a read-back object to its Experiment: a sync object
+// by its scribe.dev/{kind,namespace,name} labels, any other rendered object
+// by scribe.dev/experiment, in the namespace scribe.dev/namespace names
+// (an object rendered into another namespace: Testkube's) or else its own.
+func experimentOwner(ctx context.Context, o client.Object) []reconcile.Request {
+	if reqs := syncOwner(scribev1.ExperimentKind)(ctx, o); len(reqs) > 0 {
+		return reqs
+	}
+	l := o.GetLabels()
+	name := l["scribe.dev/experiment"]
+	if name == "" {
+		return nil
+	}
+	ns := l["scribe.dev/namespace"]
+	if ns == "" {
+		ns = o.GetNamespace()
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
 // Reconcile moves one Experiment along its phases as far as the evidence

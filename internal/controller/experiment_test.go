@@ -770,11 +770,17 @@ func (f *fixture) playTestkube(t *testing.T, id scribev1.ObjectIdentity, run tes
 // experiment.json ConfigMap arrive at stage 3 with the agent-eval
 // templates' delivery; while that delivery is missing or still
 // reconciling the Experiment stays in Provisioning with the reason; the
-// TestWorkflowExecution is in stage 4's commit only; and the execution
-// Testkube records decides the outcome.
+// TestWorkflowExecution is in stage 4's commit only; every Testkube object
+// is in Testkube's namespace (testkube), named after the Experiment's
+// namespace and name, and read back there; and the execution Testkube
+// records decides the outcome.
 func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *testing.T) {
 	f := newFixture(t)
 	expInstallCRDs(t, f, testkubeCRDs...)
+	// Testkube's namespace, where the evaluation's objects are rendered.
+	if err := f.e.c.Create(f.ctx(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scribev1.DefaultTestkubeNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	f.startExperimentController(t)
 	for _, tc := range []struct {
 		name      string
@@ -810,6 +816,9 @@ func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *test
 				t.Fatal(err)
 			}
 			dir := "clusters/dev/" + f.ns + "/experiment/" + name + "/"
+			// The Testkube objects are in Testkube's namespace, named
+			// after the Experiment's namespace and name.
+			tk := f.ns + "-" + name
 			ks := kustomizationName("Experiment", f.ns, name)
 			rev1 := f.applyStage(t, name, scribev1.StageClusters)
 			rev2 := f.applyStage(t, name, scribev1.StageComponents)
@@ -818,7 +827,7 @@ func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *test
 			// delivery; Flux applies them, the delivery has not reported.
 			e := f.waitStage(t, name, scribev1.StageWorkflowTemplates)
 			rev3 := e.Status.Revision
-			if got := f.applyAdded(t, rev2, rev3, dir); !slices.Equal(got, []string{dir + "configmap-" + name + "-experiment.yaml", dir + "testworkflow-" + name + "-evaluation.yaml"}) {
+			if got := f.applyAdded(t, rev2, rev3, dir); !slices.Equal(got, []string{dir + "configmap-" + tk + "-experiment.yaml", dir + "testworkflow-" + tk + "-evaluation.yaml"}) {
 				t.Fatalf("stage 3 (%s) adds %v, want the TestWorkflow and its experiment.json ConfigMap", rev3, got)
 			}
 			if f.fileAt(t, rev3, dir+"kustomization-"+name+"-agent-eval.yaml") == "" {
@@ -857,8 +866,11 @@ func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *test
 					run = o
 				}
 			}
-			if run.Name == "" || !strings.HasPrefix(run.Name, name+"-evaluation-") {
+			if run.Name == "" || !strings.HasPrefix(run.Name, tk+"-evaluation-") {
 				t.Fatalf("stage 4 generates no TestWorkflowExecution: %+v", e.Status.GeneratedResources.Objects)
+			}
+			if run.Namespace != scribev1.DefaultTestkubeNamespace {
+				t.Fatalf("the TestWorkflowExecution %s is in namespace %q, want Testkube's %q", run.Name, run.Namespace, scribev1.DefaultTestkubeNamespace)
 			}
 			commits := f.scribeCommits(t, experimentObject(f.ns, name))
 			if !slices.Equal(commits, []string{rev1, rev2, rev3, rev4}) {
@@ -878,7 +890,7 @@ func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *test
 			}
 			// Flux applies stage 4: the execution (and the trigger) exist,
 			// Testkube has not picked the execution up.
-			if got := f.applyAdded(t, rev3, rev4, dir); !slices.Equal(got, []string{dir + "testtrigger-" + name + "-evaluation.yaml", dir + "testworkflowexecution-" + run.Name + ".yaml"}) {
+			if got := f.applyAdded(t, rev3, rev4, dir); !slices.Equal(got, []string{dir + "testtrigger-" + tk + "-evaluation.yaml", dir + "testworkflowexecution-" + run.Name + ".yaml"}) {
 				t.Fatalf("stage 4 (%s) adds %v, want the trigger and the execution", rev4, got)
 			}
 			f.playFlux(t, ks, rev4, true, "", "")
