@@ -86,7 +86,7 @@ entries: "agent-eval": {override: true, kind: "workflow", ` + ns + `source: {typ
 					if av, _ := o["apiVersion"].(string); strings.HasPrefix(av, "kustomize.config.k8s.io/") {
 						continue // the directory's kustomization.yaml
 					}
-					if ns != "lab" && o["kind"] != "AppProject" && !(o["kind"] == "Kustomization" && ns == "flux-system") {
+					if ns != "lab" && o["kind"] != "AppProject" && (o["kind"] != "Kustomization" || ns != "flux-system") {
 						t.Errorf("%s %s rendered into %q, not the Experiment's namespace", o["kind"], name, ns)
 					}
 					continue
