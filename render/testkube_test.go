@@ -65,17 +65,7 @@ entries: "agent-eval": {override: true, kind: "workflow", ` + ns + `source: {typ
 			catalog: agentEvalIn(""), wantNS: "lab"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var opts []render.Option
-			if tt.catalog != "" {
-				opts = append(opts, render.WithCatalog("./team", fstest.MapFS{"entries.cue": {Data: []byte(tt.catalog)}}))
-			}
-			e, err := render.New(opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pub := render.DefaultPublish()
-			pub.AllowedNamespaces = tt.allowed
-			b, err := e.Render(context.Background(), render.Input{Object: testkubeExperiment(tt.tkNS), Publish: pub, Resolved: testResolved, Stage: scribev1.StageWorkflow})
+			b, err := renderTestkube(t, tt.tkNS, tt.catalog, tt.allowed, scribev1.StageWorkflow)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,17 +140,7 @@ entries: "agent-eval": {override: true, kind: "workflow", namespace: "team-tk", 
 			want: []string{`"testkube"`, `delivered ("team-tk"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var opts []render.Option
-			if tt.catalog != "" {
-				opts = append(opts, render.WithCatalog("./team", fstest.MapFS{"entries.cue": {Data: []byte(tt.catalog)}}))
-			}
-			e, err := render.New(opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pub := render.DefaultPublish()
-			pub.AllowedNamespaces = tt.allowed
-			_, err = e.Render(context.Background(), render.Input{Object: testkubeExperiment(tt.tkNS), Publish: pub, Resolved: testResolved})
+			_, err := renderTestkube(t, tt.tkNS, tt.catalog, tt.allowed, 0)
 			var ie *render.InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("got %v, want an InputError", err)
@@ -210,4 +190,22 @@ func TestArgoCDAppProjectAllowsTestkubesNamespaceFromTheFirstStage(t *testing.T)
 			t.Fatal("no AppProject allowing testkube at stage 1")
 		}
 	}
+}
+
+// renderTestkube renders testkubeExperiment(tkNS) at stage (0: the final
+// tree), with catalog as a user catalog when it is not empty and allowed
+// as the Repository's spec.allowedNamespaces.
+func renderTestkube(t *testing.T, tkNS, catalog string, allowed []string, stage int32) (*render.Bundle, error) {
+	t.Helper()
+	var opts []render.Option
+	if catalog != "" {
+		opts = append(opts, render.WithCatalog("./team", fstest.MapFS{"entries.cue": {Data: []byte(catalog)}}))
+	}
+	e, err := render.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := render.DefaultPublish()
+	pub.AllowedNamespaces = allowed
+	return e.Render(context.Background(), render.Input{Object: testkubeExperiment(tkNS), Publish: pub, Resolved: testResolved, Stage: stage})
 }
