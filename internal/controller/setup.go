@@ -97,9 +97,8 @@ const DefaultWatchedPoll = 30 * time.Second
 // to the API server (client-side), as Flux's controllers do by default. A
 // new custom resource costs two writes (its finalizer, its status), so at
 // these defaults a burst of 1000 is paced by the client to about 35 s;
-// large fleets raise them as Flux's vertical-scaling guide does for its
-// controllers (e.g. 500/1000), the API server's priority and fairness
-// still protecting it.
+// large fleets raise them (e.g. 500/1000, with more workers), the API
+// server's priority and fairness still protecting it.
 const (
 	DefaultKubeAPIQPS   = 50
 	DefaultKubeAPIBurst = 300
