@@ -78,8 +78,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
-	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "queries per second to the API server, as Flux's controllers allow by default (a new custom resource costs two writes: raise it for bursts of thousands)")
-	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps")
+	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "client-side limit of queries per second to the API server; unset, there is none when the API server has priority and fairness (the default), and 50 otherwise")
+	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps; unset, none with priority and fairness, 300 otherwise")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 }
 
@@ -223,6 +223,8 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 	if err != nil {
 		return bad(err)
 	}
+	explicit := cmd.Flags().Changed("kube-api-qps") || cmd.Flags().Changed("kube-api-burst")
+	log.Info(controller.ClientRateLimit(cmd.Context(), cfg, f.kubeAPIQPS, f.kubeAPIBurst, explicit))
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		return err
@@ -299,7 +301,6 @@ func (f *controllerFlags) restConfig() (*rest.Config, error) {
 			return nil, fmt.Errorf("--kubeconfig: %w", err)
 		}
 	}
-	cfg.QPS, cfg.Burst = f.kubeAPIQPS, f.kubeAPIBurst
 	return cfg, nil
 }
 

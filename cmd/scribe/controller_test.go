@@ -240,6 +240,11 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"tracing":true`) {
 		fail("OTEL_EXPORTER_OTLP_ENDPOINT is set but tracing is off")
 	}
+	// kube-apiserver has priority and fairness by default; the controller
+	// finds it under its Role and leaves the pacing to it.
+	if !strings.Contains(stderr.String(), "no client-side limit") {
+		fail("the controller kept a client-side rate limit against a kube-apiserver with priority and fairness")
+	}
 	if s := stderr.String(); strings.Contains(s, " is forbidden: ") {
 		fail("the controller was refused something under config/rbac/role.yaml")
 	}

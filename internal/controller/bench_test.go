@@ -104,7 +104,8 @@ func (h *heapPeak) end() { close(h.stop); <-h.done }
 // SCRIBE_BENCH_WORKLOADS changes the count (e.g. 200 for a quick run);
 // SCRIBE_CONCURRENCY the reconcilers' workers (default: Setup's);
 // SCRIBE_BENCH_QPS and SCRIBE_BENCH_BURST the client's pace (default: the
-// controller command's --kube-api-qps/--kube-api-burst);
+// controller command's, ClientRateLimit: none, as envtest's API server has
+// priority and fairness);
 // SCRIBE_BENCH_HEAPPROFILE names a file for a heap profile taken once all
 // are committed. Run it once per process with -benchtime=1x (`make bench`
 // does).
@@ -132,10 +133,12 @@ func benchBurst(b *testing.B, present bool) {
 		calls := &apiCalls{}
 		cfg := rest.CopyConfig(f.e.cfg)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return calls.wrap(rt) })
-		// The client's pace is the command's (envtest's own config allows
-		// 1000 QPS, which no deployment of Scribe has by default).
-		cfg.QPS = float32(envInt("SCRIBE_BENCH_QPS", controller.DefaultKubeAPIQPS))
-		cfg.Burst = envInt("SCRIBE_BENCH_BURST", controller.DefaultKubeAPIBurst)
+		// The client's pace is the command's (not envtest's own 1000 QPS).
+		_, qpsSet := os.LookupEnv("SCRIBE_BENCH_QPS")
+		_, burstSet := os.LookupEnv("SCRIBE_BENCH_BURST")
+		limit := controller.ClientRateLimit(f.ctx(), cfg,
+			float32(envInt("SCRIBE_BENCH_QPS", controller.DefaultKubeAPIQPS)),
+			envInt("SCRIBE_BENCH_BURST", controller.DefaultKubeAPIBurst), qpsSet || burstSet)
 		stop := startControllerCfg(b, cfg, f.ns, controller.Options{Concurrency: workers})
 		waitFor(b, "the Repository to be Ready", func() (bool, string) {
 			r := &scribev1.Repository{}
@@ -230,8 +233,8 @@ func benchBurst(b *testing.B, present bool) {
 		if present {
 			how = "present when the controller started"
 		}
-		b.Logf("%d Workloads, workers %d (0: default), client %.0f QPS burst %d, %s: all committed after %s in %d commits; peak RSS %.0f MiB, heap in use peak %.0f MiB, live peak %.0f MiB, %.0f MiB before and %.0f MiB after (GC'd, manager stopped: %.0f MiB)",
-			n, workers, cfg.QPS, cfg.Burst, how, elapsed.Round(time.Millisecond), commits, peakRSS,
+		b.Logf("%d Workloads, workers %d (0: default), %s, %s: all committed after %s in %d commits; peak RSS %.0f MiB, heap in use peak %.0f MiB, live peak %.0f MiB, %.0f MiB before and %.0f MiB after (GC'd, manager stopped: %.0f MiB)",
+			n, workers, limit, how, elapsed.Round(time.Millisecond), commits, peakRSS,
 			float64(heap.inuse)/(1<<20), float64(heap.live)/(1<<20), float64(heapBefore)/(1<<20), float64(heapAfter)/(1<<20), afterStop())
 	}
 }

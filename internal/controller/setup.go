@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"runtime"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/flowcontrol"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +17,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,21 +97,53 @@ type Options struct {
 const DefaultWatchedPoll = 30 * time.Second
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst bound the controller's requests
-// to the API server (client-side), as Flux's controllers do by default. A
-// new custom resource costs two writes (its finalizer, its status), so at
-// these defaults a burst of 1000 is paced by the client to about 35 s;
-// large fleets raise them (e.g. 500/1000, with more workers), the API
-// server's priority and fairness still protecting it.
+// to the API server (client-side) when the API server has no priority and
+// fairness (see ClientRateLimit): Flux's controllers' defaults. A new custom
+// resource costs two writes (its finalizer, its status), so at these values
+// a burst of 1000 is paced by the client to about 35 s.
 const (
 	DefaultKubeAPIQPS   = 50
 	DefaultKubeAPIBurst = 300
 )
 
+// ClientRateLimit sets cfg's client-side rate limit and says which one it
+// chose. Explicit values (the --kube-api-qps and --kube-api-burst flags)
+// are kept. Otherwise, when the API server has API Priority and Fairness
+// enabled (the default since Kubernetes 1.20, GA in 1.29), the client has
+// no limiter and the server paces it, as Flux's controllers and
+// controller-runtime do by default, on SIG API Machinery's advice; without
+// it, or when that cannot be told, DefaultKubeAPIQPS and
+// DefaultKubeAPIBurst.
+func ClientRateLimit(ctx context.Context, cfg *rest.Config, qps float32, burst int, explicit bool) string {
+	if explicit {
+		cfg.QPS, cfg.Burst = qps, burst
+		return fmt.Sprintf("client-side limit %v QPS, burst %d (as set)", qps, burst)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	enabled, err := flowcontrol.IsEnabled(ctx, cfg)
+	if err == nil && enabled {
+		// A negative QPS: no client-side rate limiter.
+		cfg.QPS, cfg.Burst = -1, -1
+		return "no client-side limit: the API server's priority and fairness paces requests"
+	}
+	cfg.QPS, cfg.Burst = DefaultKubeAPIQPS, DefaultKubeAPIBurst
+	why := "the API server has no priority and fairness"
+	if err != nil {
+		why = fmt.Sprintf("priority and fairness not detected: %v", err)
+	}
+	return fmt.Sprintf("client-side limit %d QPS, burst %d (%s)", DefaultKubeAPIQPS, DefaultKubeAPIBurst, why)
+}
+
 // DefaultConcurrency is each reconciler's default number of workers. It
 // is high because a worker is cheap while it waits: a burst of custom
 // resources needs many of them waiting on one commit to become a few
 // commits. What a reconcile costs (its render) is bounded by MaxRenders.
-const DefaultConcurrency = 100
+// Measured on two cores (BenchmarkControllerProcess1000Workloads), 1000
+// Workloads created at once are all committed after 10.9 s in 11 commits
+// with 100 workers, 8.4 s in 9 with 200 and 7.7 s in 8 with 300, the
+// process peaking at 164, 179 and 182 MiB.
+const DefaultConcurrency = 300
 
 // Setup registers Scribe's reconcilers with mgr and returns the Publisher
 // they share.

@@ -49,7 +49,7 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 			t.Fatal(err)
 		}
 		var commit string
-		poll(t, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
+		pollEvery(t, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
 			w := get()
 			if w.Status.Revision != "" && w.Status.Revision != prev {
 				commit = w.Status.Revision

@@ -80,6 +80,13 @@ func logFile(t *testing.T, s *Stack, name string) *os.File {
 // poll waits for cond (bounded), printing the last state on timeout.
 func poll(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
+	pollEvery(t, 250*time.Millisecond, limit, what, cond)
+}
+
+// pollEvery is poll at a given pace: latency measurements poll fast, so
+// the pace does not add to what they measure.
+func pollEvery(t *testing.T, every, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	last := ""
 	// make demo prints its own progress lines; the states polled are
@@ -94,7 +101,7 @@ func poll(t *testing.T, limit time.Duration, what string, cond func() (bool, str
 			t.Logf("waiting for %s: %s", what, state)
 		}
 		last = state
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(every)
 	}
 	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
 }

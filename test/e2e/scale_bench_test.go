@@ -12,6 +12,7 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -182,7 +183,7 @@ func TestBenchLoopScale(t *testing.T) {
 			t.Logf("kustomize-controller still busy after 3 min with %d Workloads", n)
 		}
 
-		var lat []time.Duration
+		var lat, toCommit, toArtifact []time.Duration
 		var recs, kcCPU, scCPU []float64
 		for i := range changes {
 			name := fmt.Sprintf("svc-%04d", (i*7919)%n)
@@ -206,20 +207,31 @@ func TestBenchLoopScale(t *testing.T) {
 				t.Fatal(err)
 			}
 			var commit string
+			var committed, artifact time.Duration
 			ks := &kustomizev1.Kustomization{}
-			poll(t, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
-				w := &scribev1.Workload{}
-				_ = s.Client.Get(ctx, key, w)
-				if w.Status.Revision != "" && w.Status.Revision != prev {
-					commit = w.Status.Revision
-				}
+			gr := &sourcev1.GitRepository{}
+			sync := types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-" + name}
+			pollEvery(t, 20*time.Millisecond, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
 				if commit == "" {
-					return false, describe(w)
+					w := &scribev1.Workload{}
+					_ = s.Client.Get(ctx, key, w)
+					if w.Status.Revision == "" || w.Status.Revision == prev {
+						return false, describe(w)
+					}
+					commit, committed = w.Status.Revision, time.Since(begin)
 				}
-				_ = s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-" + name}, ks)
+				if artifact == 0 {
+					_ = s.Client.Get(ctx, sync, gr)
+					if gr.Status.Artifact == nil || gr.Status.Artifact.Revision != "main@sha1:"+commit {
+						return false, "source at " + fmt.Sprint(gr.Status.Artifact)
+					}
+					artifact = time.Since(begin)
+				}
+				_ = s.Client.Get(ctx, sync, ks)
 				return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
 			})
 			lat = append(lat, time.Since(begin))
+			toCommit, toArtifact = append(toCommit, committed), append(toArtifact, artifact)
 			s.kustomizeIdle(ctx, 5*time.Minute)
 			r1, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
 			recs = append(recs, r1-r0)
@@ -227,6 +239,7 @@ func TestBenchLoopScale(t *testing.T) {
 			scCPU = append(scCPU, s.cpuSeconds("source-controller")-s0)
 		}
 		t.Logf("RESULT %d Workloads: CR change -> Flux applied Scribe's commit: %s", n, stats(lat))
+		t.Logf("RESULT %d Workloads: of which CR change -> commit in the Workload's status: %s; -> its GitRepository's artifact at the commit: %s", n, stats(toCommit), stats(toArtifact))
 		t.Logf("RESULT %d Workloads: Flux per Scribe commit (median of %d): %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
 			n, changes, median(recs), median(kcCPU), median(scCPU))
 	}
