@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,23 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
+
+// gitObjects describes how a bare repository stores its objects, as
+// git count-objects counts them.
+func gitObjects(t *testing.T, bare string) string {
+	t.Helper()
+	out, err := exec.Command("git", "--git-dir", bare, "count-objects", "-v").Output()
+	if err != nil {
+		t.Fatalf("git count-objects: %v", err)
+	}
+	f := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			f[k] = v
+		}
+	}
+	return fmt.Sprintf("git server holding %s loose objects and %s in %s packs", f["count"], f["in-pack"], f["packs"])
+}
 
 // metric sums the samples of a Prometheus metric of a Flux controller
 // whose labels contain every label of match (`name{a="b"}` text form).
@@ -134,7 +152,10 @@ func median(xs []float64) float64 {
 // it reports the time from one CR change to Flux applying Scribe's commit
 // for it, and what Flux spends per Scribe commit: Kustomization reconciles
 // and kustomize-controller/source-controller CPU time until
-// kustomize-controller is idle again. It reports, never asserts.
+// kustomize-controller is idle again. It measures each size twice: with the
+// git server's objects as its pushes left them (loose, until git's own gc
+// --auto), and again after a git gc, as a forge's maintenance leaves them.
+// It reports, never asserts.
 func TestBenchLoopScale(t *testing.T) {
 	if os.Getenv("SCRIBE_BENCH_E2E") == "" {
 		t.Skip("make bench-e2e sets SCRIBE_BENCH_E2E=1")
@@ -183,64 +204,78 @@ func TestBenchLoopScale(t *testing.T) {
 			t.Logf("kustomize-controller still busy after 3 min with %d Workloads", n)
 		}
 
-		var lat, toCommit, toArtifact []time.Duration
-		var recs, kcCPU, scCPU []float64
-		for i := range changes {
-			name := fmt.Sprintf("svc-%04d", (i*7919)%n)
-			key := types.NamespacedName{Namespace: ns, Name: name}
-			r0, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
-			k0, s0 := s.cpuSeconds("kustomize-controller"), s.cpuSeconds("source-controller")
-			var prev string
-			begin := time.Now()
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				w := &scribev1.Workload{}
-				if err := s.Client.Get(ctx, key, w); err != nil {
-					return err
-				}
-				prev = w.Status.Revision
-				// Unique over every size, so each update is a new spec.
-				w.Spec.Versions[0].Config = map[string]string{"CHANGE": fmt.Sprintf("%d-%d", n, i)}
-				begin = time.Now()
-				return s.Client.Update(ctx, w)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var commit string
-			var committed, artifact time.Duration
-			ks := &kustomizev1.Kustomization{}
-			gr := &sourcev1.GitRepository{}
-			sync := types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-" + name}
-			pollEvery(t, 20*time.Millisecond, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
-				if commit == "" {
+		measure := func(server string, round int) {
+			var lat, toCommit, toArtifact []time.Duration
+			var recs, kcCPU, scCPU []float64
+			for i := range changes {
+				name := fmt.Sprintf("svc-%04d", (i*7919+round*104729)%n)
+				key := types.NamespacedName{Namespace: ns, Name: name}
+				r0, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
+				k0, s0 := s.cpuSeconds("kustomize-controller"), s.cpuSeconds("source-controller")
+				var prev string
+				begin := time.Now()
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 					w := &scribev1.Workload{}
-					_ = s.Client.Get(ctx, key, w)
-					if w.Status.Revision == "" || w.Status.Revision == prev {
-						return false, describe(w)
+					if err := s.Client.Get(ctx, key, w); err != nil {
+						return err
 					}
-					commit, committed = w.Status.Revision, time.Since(begin)
+					prev = w.Status.Revision
+					// Unique over every size and round, so each update is a new spec.
+					w.Spec.Versions[0].Config = map[string]string{"CHANGE": fmt.Sprintf("%d-%d-%d", n, round, i)}
+					begin = time.Now()
+					return s.Client.Update(ctx, w)
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-				if artifact == 0 {
-					_ = s.Client.Get(ctx, sync, gr)
-					if gr.Status.Artifact == nil || gr.Status.Artifact.Revision != "main@sha1:"+commit {
-						return false, "source at " + fmt.Sprint(gr.Status.Artifact)
+				var commit string
+				var committed, artifact time.Duration
+				ks := &kustomizev1.Kustomization{}
+				gr := &sourcev1.GitRepository{}
+				sync := types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-" + name}
+				pollEvery(t, 20*time.Millisecond, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
+					if commit == "" {
+						w := &scribev1.Workload{}
+						_ = s.Client.Get(ctx, key, w)
+						if w.Status.Revision == "" || w.Status.Revision == prev {
+							return false, describe(w)
+						}
+						commit, committed = w.Status.Revision, time.Since(begin)
 					}
-					artifact = time.Since(begin)
-				}
-				_ = s.Client.Get(ctx, sync, ks)
-				return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
-			})
-			lat = append(lat, time.Since(begin))
-			toCommit, toArtifact = append(toCommit, committed), append(toArtifact, artifact)
-			s.kustomizeIdle(ctx, 5*time.Minute)
-			r1, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
-			recs = append(recs, r1-r0)
-			kcCPU = append(kcCPU, s.cpuSeconds("kustomize-controller")-k0)
-			scCPU = append(scCPU, s.cpuSeconds("source-controller")-s0)
+					if artifact == 0 {
+						_ = s.Client.Get(ctx, sync, gr)
+						if gr.Status.Artifact == nil || gr.Status.Artifact.Revision != "main@sha1:"+commit {
+							if gr.Status.Artifact == nil {
+							return false, "source without an artifact"
+						}
+						return false, "source at " + gr.Status.Artifact.Revision
+						}
+						artifact = time.Since(begin)
+					}
+					_ = s.Client.Get(ctx, sync, ks)
+					return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
+				})
+				lat = append(lat, time.Since(begin))
+				toCommit, toArtifact = append(toCommit, committed), append(toArtifact, artifact)
+				s.kustomizeIdle(ctx, 5*time.Minute)
+				r1, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
+				recs = append(recs, r1-r0)
+				kcCPU = append(kcCPU, s.cpuSeconds("kustomize-controller")-k0)
+				scCPU = append(scCPU, s.cpuSeconds("source-controller")-s0)
+			}
+			t.Logf("RESULT %d Workloads, %s: CR change -> Flux applied Scribe's commit: %s", n, server, stats(lat))
+			t.Logf("RESULT %d Workloads, %s: of which CR change -> commit in the Workload's status: %s; -> its GitRepository's artifact at the commit: %s", n, server, stats(toCommit), stats(toArtifact))
+			t.Logf("RESULT %d Workloads, %s: Flux per Scribe commit (median of %d): %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
+				n, server, changes, median(recs), median(kcCPU), median(scCPU))
 		}
-		t.Logf("RESULT %d Workloads: CR change -> Flux applied Scribe's commit: %s", n, stats(lat))
-		t.Logf("RESULT %d Workloads: of which CR change -> commit in the Workload's status: %s; -> its GitRepository's artifact at the commit: %s", n, stats(toCommit), stats(toArtifact))
-		t.Logf("RESULT %d Workloads: Flux per Scribe commit (median of %d): %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
-			n, changes, median(recs), median(kcCPU), median(scCPU))
+		bare := s.Git.BareDir(RepoName)
+		measure(gitObjects(t, bare), 0)
+		// What a forge's periodic maintenance (git gc) does to the same
+		// measurement: the git server here keeps each small push's
+		// objects loose until git's own gc --auto threshold (6700).
+		if out, err := exec.Command("git", "--git-dir", bare, "gc", "--quiet").CombinedOutput(); err != nil {
+			t.Fatalf("git gc: %v: %s", err, out)
+		}
+		measure(gitObjects(t, bare)+" (after git gc)", 1)
 	}
 }
