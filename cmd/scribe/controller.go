@@ -248,16 +248,17 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		return err
 	}
 	if _, err := controller.Setup(mgr, controller.Options{
-		Metrics:        m,
-		DataDir:        f.dataDir,
-		Concurrency:    f.concurrent,
-		MaxRenders:     f.maxRenders,
-		CommitInterval: f.optionsCommitInterval(),
-		LabelSelector:  f.watchLabelSelector,
-		Poll:           f.pollInterval,
-		WatchedPoll:    f.watchedPollInterval,
-		GCPProject:     f.gcpProject,
-		HTTPClient:     &http.Client{Timeout: 30 * time.Second},
+		Metrics:         m,
+		DataDir:         f.dataDir,
+		Concurrency:     f.concurrent,
+		MaxRenders:      f.maxRenders,
+		CommitInterval:  f.optionsCommitInterval(),
+		LabelSelector:   f.watchLabelSelector,
+		WatchNamespaces: f.watchNamespaces,
+		Poll:            f.pollInterval,
+		WatchedPoll:     f.watchedPollInterval,
+		GCPProject:      f.gcpProject,
+		HTTPClient:      &http.Client{Timeout: 30 * time.Second},
 		// As in kustomize-controller: artifact URLs name source-controller's
 		// in-cluster Service; outside the cluster this host replaces it.
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),

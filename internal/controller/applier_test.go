@@ -340,3 +340,30 @@ func TestResolverCopiesTheFluxSourceOfAGitRepository(t *testing.T) {
 		t.Fatalf("SourceNotFound is handled as %+v; want waiting, not stalled", f)
 	}
 }
+
+// A controller watching only some namespaces (--watch-namespaces) cannot
+// read an applier elsewhere: the Repository stalls and names the field and
+// the flag to change, rather than reporting a cache error.
+func TestResolverStallsARepositoryWhoseApplierNamespaceIsNotWatched(t *testing.T) {
+	repo := &scribev1.Repository{
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "shop"},
+		Spec: scribev1.RepositorySpec{
+			Git:     &scribev1.GitRepositorySpec{URL: "http://127.0.0.1:1/acme/experiments.git", Branch: "main"},
+			Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe"},
+		},
+	}
+	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
+		Spec: sourcev1.GitRepositorySpec{URL: "ssh://git@git.internal/acme/experiments.git"}}
+	r := &Resolver{Client: applierClient(t, shared), Git: publish.NewGit(t.TempDir()), Watched: []string{"shop"}}
+	_, err := r.For(context.Background(), repo)
+	if reasonOf(err) != ReasonNamespaceNotWatched || !strings.Contains(err.Error(), `spec.applier.namespace "flux-system"`) || !strings.Contains(err.Error(), "--watch-namespaces shop") {
+		t.Fatalf("applier outside --watch-namespaces: %v (reason %q), want %s naming the field and the flag", err, reasonOf(err), ReasonNamespaceNotWatched)
+	}
+	if f := classify(err); !f.Stalled {
+		t.Fatalf("NamespaceNotWatched is handled as %+v; want stalled", f)
+	}
+	r.Watched = []string{"shop", "flux-system"}
+	if _, err := r.For(context.Background(), repo); err != nil {
+		t.Fatalf("applier namespace watched: %v", err)
+	}
+}

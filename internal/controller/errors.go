@@ -22,6 +22,9 @@ const (
 	// ReasonSourceNotFound: the Flux GitRepository a Repository names
 	// does not exist.
 	ReasonSourceNotFound = "SourceNotFound"
+	// ReasonNamespaceNotWatched: the applier's namespace is not among the
+	// namespaces the controller watches (--watch-namespaces).
+	ReasonNamespaceNotWatched = "NamespaceNotWatched"
 	ReasonApplyPending   = "ApplyPending"
 	ReasonApplyFailed    = "ApplyFailed"
 	ReasonSucceeded      = "Succeeded"
@@ -96,7 +99,7 @@ func classify(err error) failure {
 	// A collision with another custom resource's object, or a sync index
 	// someone else wrote, waits for a person to change either side.
 	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid),
-		ReasonSecretNotFound, ReasonCatalogInvalid, ReasonPullRequestsNotConfigured,
+		ReasonSecretNotFound, ReasonCatalogInvalid, ReasonPullRequestsNotConfigured, ReasonNamespaceNotWatched,
 		string(publish.ReasonObjectConflict), string(publish.ReasonSyncIndexConflict):
 		return failure{Reason: reason, Stalled: true, RequeueAfter: stalledRetryInterval}
 	case ReasonRepositoryNotReady, ReasonCatalogNotReady, ReasonSourceNotFound:

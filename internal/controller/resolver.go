@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -58,6 +59,9 @@ type Resolver struct {
 	Reader client.Reader
 	// Git builds Git sinks over the shared cache.
 	Git *publish.Git
+	// Watched are the namespaces the manager's cache holds
+	// (--watch-namespaces); empty means all.
+	Watched []string
 
 	mu  sync.Mutex
 	oci map[string]*ocisink.Sink // by URL and credentials
@@ -107,6 +111,13 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 	}
 	if name := repo.Spec.Applier.Name; name != "" {
 		in.Applier.Name = name
+	}
+	// Scribe reads the applier's objects there (its source, the per-CR
+	// Kustomizations, the root Application) through the cache.
+	if len(r.Watched) > 0 && !slices.Contains(r.Watched, in.Applier.Namespace) {
+		return nil, &reasonError{reason: ReasonNamespaceNotWatched, err: fmt.Errorf(
+			"spec.applier.namespace %q is not among the namespaces this controller watches (--watch-namespaces %s): add it, since Scribe reads the applier's objects there",
+			in.Applier.Namespace, strings.Join(r.Watched, ","))}
 	}
 	// Flux's multi-tenancy lockdown: the rendered Kustomizations and
 	// HelmReleases apply as this service account (Argo CD has none).

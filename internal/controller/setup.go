@@ -61,6 +61,10 @@ type Options struct {
 	// publish.Git.CommitInterval): 0 means publish.DefaultCommitInterval,
 	// a negative value no pacing.
 	CommitInterval time.Duration
+	// WatchNamespaces are the namespaces the manager's cache holds
+	// (CacheOptions); empty means all. A Repository whose applier lives
+	// elsewhere is Stalled with NamespaceNotWatched.
+	WatchNamespaces []string
 	// LabelSelector restricts the Workloads, Experiments and Repositories
 	// reconciled (sharding); empty means all.
 	LabelSelector string
@@ -186,7 +190,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	p := &Publisher{
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
-		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git},
+		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git, Watched: opts.WatchNamespaces},
 		Git:        git,
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
