@@ -25,12 +25,12 @@ const (
 	// ReasonNamespaceNotWatched: the applier's namespace is not among the
 	// namespaces the controller watches (--watch-namespaces).
 	ReasonNamespaceNotWatched = "NamespaceNotWatched"
-	ReasonApplyPending   = "ApplyPending"
-	ReasonApplyFailed    = "ApplyFailed"
-	ReasonSucceeded      = "Succeeded"
-	ReasonProgressing    = "Progressing"
-	ReasonRolledBack     = "RolledBack"
-	ReasonPruning        = "Pruning"
+	ReasonApplyPending        = "ApplyPending"
+	ReasonApplyFailed         = "ApplyFailed"
+	ReasonSucceeded           = "Succeeded"
+	ReasonProgressing         = "Progressing"
+	ReasonRolledBack          = "RolledBack"
+	ReasonPruning             = "Pruning"
 	// ReasonSigningKeyInvalid: the Repository's signing Secret holds no
 	// usable key.
 	ReasonSigningKeyInvalid = "SigningKeyInvalid"

@@ -246,9 +246,9 @@ func TestBenchLoopScale(t *testing.T) {
 						_ = s.Client.Get(ctx, sync, gr)
 						if gr.Status.Artifact == nil || gr.Status.Artifact.Revision != "main@sha1:"+commit {
 							if gr.Status.Artifact == nil {
-							return false, "source without an artifact"
-						}
-						return false, "source at " + gr.Status.Artifact.Revision
+								return false, "source without an artifact"
+							}
+							return false, "source at " + gr.Status.Artifact.Revision
 						}
 						artifact = time.Since(begin)
 					}
