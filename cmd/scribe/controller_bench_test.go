@@ -65,18 +65,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	u, err := env.AddUser(envtest.User{Name: "scribe-bench", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kc, err := u.KubeConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := userKubeconfig(b, env, envtest.User{Name: "scribe-bench", Groups: []string{"system:masters"}})
 	ctx := context.Background()
 
 	for i := range b.N {

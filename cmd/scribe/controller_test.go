@@ -148,18 +148,7 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u, err := env.AddUser(envtest.User{Name: user}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := userKubeconfig(t, env, envtest.User{Name: user})
 
 	// controller-runtime's global logger is set once per process, and
 	// given up on 30 s after start: in a long test binary it is already
@@ -270,6 +259,25 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 }
 
 // freePort returns 127.0.0.1:PORT of a port that was free a moment ago.
+// userKubeconfig adds user to env's API server and writes a kubeconfig
+// file for it.
+func userKubeconfig(t testing.TB, env *envtest.Environment, user envtest.User) string {
+	t.Helper()
+	u, err := env.AddUser(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
