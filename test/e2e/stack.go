@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,13 +100,50 @@ func buildDir(logf func(string, ...any), script string, args ...string) (string,
 	return strings.TrimSpace(out.String()), nil
 }
 
+// freeAddr is a 127.0.0.1 address free when asked. Where the kernel says
+// which ports it gives out on its own (Linux: ip_local_port_range, to
+// connecting sockets and ":0" listeners of every process), the port is
+// picked below that range: a port probed there and released cannot be
+// taken by a connection or another test package's listener before the
+// loop's process binds it, which a ":0" port could (CI saw kustomize-
+// controller fail with "address already in use").
 func freeAddr() (string, error) {
+	const floor = 15000
+	if low := ephemeralLow(); low > floor+1000 {
+		for range 50 {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", floor+rand.IntN(low-floor)))
+			if err != nil {
+				continue // in use
+			}
+			a := l.Addr().String()
+			_ = l.Close()
+			return a, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
+}
+
+// ephemeralLow is the lowest port the kernel hands out on its own, or 0
+// when it cannot be read.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
 
 // handedOut is every address a loop of this test process handed out.
