@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -27,6 +28,8 @@ type apiViolation struct {
 	// prefix: the value may be built from a CR string and a suffix (an
 	// object name such as <workload>-<version>).
 	prefix bool
+	// refusedBy says who refuses the value, when not the kube-apiserver.
+	refusedBy string
 }
 
 // apiRules checks a rendered object for what the kube-apiserver's own
@@ -68,6 +71,15 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 	out = append(out, metadataRules(md, mdPath)...)
 
 	switch {
+	case strings.HasPrefix(apiVersion, "kustomize.toolkit.fluxcd.io/") && kind == "Kustomization" && name != "":
+		// Not the apiserver's rule but Flux's: kustomize-controller labels
+		// every object it applies with kustomize.toolkit.fluxcd.io/name,
+		// the Kustomization's name, so a name that is no label value
+		// applies nothing (fluxcd/flux2#2004).
+		for _, msg := range utilvalidation.IsValidLabelValue(name) {
+			e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: Flux labels every object a Kustomization applies with its name)")
+			out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: "kustomize-controller cannot apply anything with it"})
+		}
 	case apiVersion == "v1" && kind == "ConfigMap":
 		out = append(out, configMapRules(obj)...)
 	case apiVersion == "v1" && kind == "Service":

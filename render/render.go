@@ -504,7 +504,11 @@ func apiRulesError(owner string, src map[string]any, id scribev1.ObjectIdentity,
 		obj = id.Kind + " " + plainOrQuoted(id.Name)
 	}
 	for _, v := range vs {
-		msg := "rendered " + obj + " " + v.err.Error() + ": the kube-apiserver refuses it"
+		by := v.refusedBy
+		if by == "" {
+			by = "the kube-apiserver refuses it"
+		}
+		msg := "rendered " + obj + " " + v.err.Error() + ": " + by
 		if v.err.Field == "<object>" {
 			msg = "rendered " + obj + ": " + v.err.ErrorBody()
 		}

@@ -2,11 +2,14 @@ package render_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scribe-gitops/scribe/render"
@@ -103,6 +106,75 @@ spec:
 			}
 			if ks.Kind != "Kustomization" || ks.Spec.SourceRef.Kind != "GitRepository" || ks.Spec.SourceRef.Name != tc.wantRef || ks.Spec.SourceRef.Namespace != "flux-system" {
 				t.Fatalf("Kustomization %+v, want sourceRef GitRepository flux-system/%s", ks, tc.wantRef)
+			}
+		})
+	}
+}
+
+// kustomize-controller labels every object a Kustomization applies with
+// the Kustomization's name, and a label value holds at most 63 characters:
+// a Flux sync name `<kind>-<namespace>-<name>` longer than that keeps its
+// first 54 characters (no trailing '-' or '.') and ends in the first 8 hex
+// digits of sha256("<namespace>/<name>"); the custom resource's own
+// GitRepository is named alike. Shorter names, and Argo CD's (tracked by
+// annotation), are left as they are.
+func TestFluxSyncNamesFitALabelValue(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(fixturesDir, "valid", "workload-canary-50.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render.ObjectsFromYAML(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashed := func(prefix, ns, name string) string {
+		sum := sha256.Sum256([]byte(ns + "/" + name))
+		return prefix + "-" + hex.EncodeToString(sum[:])[:8]
+	}
+	perCR := render.DefaultPublish()
+	perCR.Applier.FluxSource = &render.FluxGitSource{URL: "https://git.example/acme.git"}
+	ns44 := strings.Repeat("n", 44) // "workload-" + 44 = 53: the 54th character is the '-'
+	for _, tc := range []struct {
+		name, ns, crName string
+		pub              render.Publish
+		want             string
+	}{
+		{"short name unchanged", "shop", "checkout", perCR, "workload-shop-checkout"},
+		{"63 characters unchanged", "team-payments", strings.Repeat("c", 63-len("workload-team-payments-")), perCR,
+			"workload-team-payments-" + strings.Repeat("c", 63-len("workload-team-payments-"))},
+		{"68 characters: 54 kept and a hash", "team-payments-production-eu-west", "checkout-frontend-primary", perCR,
+			hashed("workload-team-payments-production-eu-west-checkout-fro", "team-payments-production-eu-west", "checkout-frontend-primary")},
+		{"the same 54 characters, another hash", "team-payments-production-eu-west", "checkout-frontend-primary2", perCR,
+			hashed("workload-team-payments-production-eu-west-checkout-fro", "team-payments-production-eu-west", "checkout-frontend-primary2")},
+		{"a '-' at the cut is dropped", ns44, "web-frontend-x", perCR, hashed("workload-"+ns44, ns44, "web-frontend-x")},
+		{"with the Repository's shared source too", "team-payments-production-eu-west", "checkout-frontend-primary", render.DefaultPublish(),
+			hashed("workload-team-payments-production-eu-west-checkout-fro", "team-payments-production-eu-west", "checkout-frontend-primary")},
+		{"Argo CD keeps the whole name", "team-payments-production-eu-west", "checkout-frontend-primary", argoPublish(),
+			"workload-team-payments-production-eu-west-checkout-frontend-primary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := k8sruntime.DeepCopyJSON(objs[0])
+			md := obj["metadata"].(map[string]any)
+			md["namespace"], md["name"] = tc.ns, tc.crName
+			if len(tc.crName) > 40 { // the Workload's Service and Deployments are named after it
+				obj["spec"].(map[string]any)["service"].(map[string]any)["name"] = "web"
+			}
+			b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: tc.pub, Resolved: testResolved})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Sync.Name != tc.want {
+				t.Fatalf("sync object %s %q (%d characters), want %q", b.Sync.Kind, b.Sync.Name, len(b.Sync.Name), tc.want)
+			}
+			if tc.pub.Applier.Kind == "Flux" && len(b.Sync.Name) > 63 {
+				t.Fatalf("Kustomization name of %d characters", len(b.Sync.Name))
+			}
+			if tc.pub.Applier.FluxSource != nil && (b.SyncSource == nil || b.SyncSource.Name != tc.want) {
+				t.Fatalf("sync source %+v, want the GitRepository %q", b.SyncSource, tc.want)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -339,6 +340,43 @@ func testPrune(t *testing.T, applier scribev1.ApplierKind) {
 		t.Fatalf("the per-CR sync object survived: %v", err)
 	}
 	t.Logf("the Deployment was seen pruned while the Workload still existed: %v", sawPruneFirst)
+}
+
+// TestLoopFluxAppliesAWorkloadWhoseSyncNameWouldBeNoLabelValue: Flux
+// labels every object a Kustomization applies with the Kustomization's
+// name, and a label value holds at most 63 characters. With a namespace
+// and name whose `workload-<namespace>-<name>` is 68 characters, the real
+// kustomize-controller applies the Workload under the shortened name
+// Scribe gives its Kustomization (the whole name applied nothing).
+func TestLoopFluxAppliesAWorkloadWhoseSyncNameWouldBeNoLabelValue(t *testing.T) {
+	t.Parallel()
+	ns, name := "team-payments-production-eu-west", "checkout-frontend-primary"
+	s := newLoop(t, ns)
+	ctx := context.Background()
+	w := canaryWorkload(ns)
+	w.Name = name
+	createHealthy(t, s, w)
+
+	ks := &unstructured.UnstructuredList{}
+	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+	ks.SetKind("KustomizationList")
+	if err := s.Client.List(ctx, ks, client.InNamespace("flux-system"), client.MatchingLabels{"scribe.dev/namespace": ns, "scribe.dev/name": name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ks.Items) != 1 {
+		t.Fatalf("%d Kustomizations for %s/%s, want 1", len(ks.Items), ns, name)
+	}
+	ksName := ks.Items[0].GetName()
+	if full := "workload-" + ns + "-" + name; len(ksName) > 63 || ksName == full {
+		t.Fatalf("Kustomization %q (%d characters), want a name of at most 63 characters instead of %q", ksName, len(ksName), full)
+	}
+	d := &appsv1.Deployment{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name + "-v1"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Labels["kustomize.toolkit.fluxcd.io/name"]; got != ksName {
+		t.Fatalf("Deployment applied with kustomize.toolkit.fluxcd.io/name=%q, want %q", got, ksName)
+	}
 }
 
 // updateWorkload applies mutate to the current Workload, retrying when
