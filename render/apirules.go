@@ -71,14 +71,16 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 	out = append(out, metadataRules(md, mdPath)...)
 
 	switch {
-	case strings.HasPrefix(apiVersion, "kustomize.toolkit.fluxcd.io/") && kind == "Kustomization" && name != "":
+	case name != "" && (strings.HasPrefix(apiVersion, "kustomize.toolkit.fluxcd.io/") && kind == "Kustomization" ||
+		strings.HasPrefix(apiVersion, "helm.toolkit.fluxcd.io/") && kind == "HelmRelease"):
 		// Not the apiserver's rule but Flux's: kustomize-controller labels
-		// every object it applies with kustomize.toolkit.fluxcd.io/name,
-		// the Kustomization's name, so a name that is no label value
-		// applies nothing (fluxcd/flux2#2004).
+		// every object it applies with kustomize.toolkit.fluxcd.io/name, the
+		// Kustomization's name (fluxcd/flux2#2004), helm-controller every
+		// object of a release with helm.toolkit.fluxcd.io/name, the
+		// HelmRelease's: a name that is no label value applies nothing.
 		for _, msg := range utilvalidation.IsValidLabelValue(name) {
-			e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: Flux labels every object a Kustomization applies with its name)")
-			out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: "kustomize-controller cannot apply anything with it"})
+			e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: Flux labels every object a "+kind+" applies with its name)")
+			out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: "Flux cannot apply anything with it"})
 		}
 	case apiVersion == "v1" && kind == "ConfigMap":
 		out = append(out, configMapRules(obj)...)
