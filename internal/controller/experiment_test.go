@@ -373,7 +373,7 @@ func TestExperimentLifecycle(t *testing.T) {
 	if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 1 || commits[0] != rev1 {
 		t.Fatalf("commits %v, want exactly [%s]", commits, rev1)
 	}
-	if sync := f.fileAt(t, rev1, "clusters/dev/"+f.ns+"/experiment/"+name+".sync.yaml"); !strings.Contains(sync, "experiment-"+f.ns+"-"+name) {
+	if sync := f.fileAt(t, rev1, "clusters/dev/"+f.ns+"/experiment/"+name+".sync.yaml"); !strings.Contains(sync, "name: "+kustomizationName("Experiment", f.ns, name).Name+"\n") {
 		t.Fatalf("commit %s has no sync object for the experiment:\n%s", rev1, sync)
 	}
 	if f.fileAt(t, rev1, dir+"kustomization-"+name+"-app-demo-services.yaml") != "" {

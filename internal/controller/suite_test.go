@@ -34,6 +34,7 @@ import (
 	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
+	"github.com/scribe-gitops/scribe/render"
 )
 
 // env is one kube-apiserver + etcd with Scribe's, Flux's and Argo CD's
@@ -253,9 +254,31 @@ func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
 }
 
-// kustomization is the per-CR Flux Kustomization name render gives.
+// syncNames names the per-CR Flux Kustomizations as render does (a name
+// over 63 characters is shortened with a hash), and remembers which custom
+// resource each is for, for the labels playFlux gives a Kustomization it
+// creates.
+var syncNames = struct {
+	once   sync.Once
+	engine *render.Engine
+	err    error
+	of     sync.Map // Kustomization name → scribev1.ObjectIdentity of its CR
+}{}
+
+// kustomizationName is the per-CR Flux Kustomization render gives the
+// custom resource kind ns/name.
 func kustomizationName(kind, ns, name string) types.NamespacedName {
-	return types.NamespacedName{Namespace: "flux-system", Name: strings.ToLower(kind) + "-" + ns + "-" + name}
+	syncNames.once.Do(func() { syncNames.engine, syncNames.err = render.New() })
+	if syncNames.err != nil {
+		panic(fmt.Sprintf("render engine: %v", syncNames.err))
+	}
+	src := scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: kind, Namespace: ns, Name: name}
+	id, err := syncNames.engine.SyncObject(src, render.DefaultPublish())
+	if err != nil {
+		panic(fmt.Sprintf("sync object of %s %s/%s: %v", kind, ns, name, err))
+	}
+	syncNames.of.Store(id.Name, src)
+	return types.NamespacedName{Namespace: id.Namespace, Name: id.Name}
 }
 
 // playFlux does what Flux's kustomize-controller does for the per-CR
@@ -268,8 +291,12 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 	ks := &kustomizev1.Kustomization{}
 	if err := f.e.c.Get(ctx, key, ks); apierrors.IsNotFound(err) {
 		// The labels render puts on the sync object.
-		kind, rest, _ := strings.Cut(key.Name, "-")
-		labels := map[string]string{"scribe.dev/kind": strings.ToUpper(kind[:1]) + kind[1:], "scribe.dev/namespace": f.ns, "scribe.dev/name": strings.TrimPrefix(rest, f.ns+"-")}
+		v, ok := syncNames.of.Load(key.Name)
+		if !ok {
+			t.Fatalf("playFlux: %s is no name kustomizationName gave", key.Name)
+		}
+		src := v.(scribev1.ObjectIdentity)
+		labels := map[string]string{"scribe.dev/kind": src.Kind, "scribe.dev/namespace": src.Namespace, "scribe.dev/name": src.Name}
 		ks = &kustomizev1.Kustomization{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: labels},
 			Spec: kustomizev1.KustomizationSpec{
