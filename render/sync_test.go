@@ -123,14 +123,7 @@ func TestFluxSyncNamesFitALabelValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(fixturesDir, "valid", "workload-canary-50.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := render.ObjectsFromYAML(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	workload := loadFixture(t, "workload-canary-50.yaml")
 	hashed := func(prefix, ns, name string) string {
 		sum := sha256.Sum256([]byte(ns + "/" + name))
 		return prefix + "-" + hex.EncodeToString(sum[:])[:8]
@@ -157,7 +150,7 @@ func TestFluxSyncNamesFitALabelValue(t *testing.T) {
 			"workload-team-payments-production-eu-west-checkout-frontend-primary"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := k8sruntime.DeepCopyJSON(objs[0])
+			obj := k8sruntime.DeepCopyJSON(workload)
 			md := obj["metadata"].(map[string]any)
 			md["namespace"], md["name"] = tc.ns, tc.crName
 			if len(tc.crName) > 40 { // the Workload's Service and Deployments are named after it
