@@ -71,16 +71,14 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 	out = append(out, metadataRules(md, mdPath)...)
 
 	switch {
-	case name != "" && (strings.HasPrefix(apiVersion, "kustomize.toolkit.fluxcd.io/") && kind == "Kustomization" ||
-		strings.HasPrefix(apiVersion, "helm.toolkit.fluxcd.io/") && kind == "HelmRelease"):
-		// Not the apiserver's rule but Flux's: kustomize-controller labels
-		// every object it applies with kustomize.toolkit.fluxcd.io/name, the
-		// Kustomization's name (fluxcd/flux2#2004), helm-controller every
-		// object of a release with helm.toolkit.fluxcd.io/name, the
-		// HelmRelease's: a name that is no label value applies nothing.
+	case name != "" && labelledBy(apiVersion, kind).why != "":
+		// Not the apiserver's rule but its controller's: it labels what it
+		// creates for the object with the object's name, so a name that
+		// is no label value gets nothing applied or run.
+		l := labelledBy(apiVersion, kind)
 		for _, msg := range utilvalidation.IsValidLabelValue(name) {
-			e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: Flux labels every object a "+kind+" applies with its name)")
-			out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: "Flux cannot apply anything with it"})
+			e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: "+l.why+")")
+			out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: l.then})
 		}
 	case apiVersion == "v1" && kind == "ConfigMap":
 		out = append(out, configMapRules(obj)...)
@@ -110,6 +108,27 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 		out = append(out, podSpecRules(spec, specPath)...)
 	}
 	return out
+}
+
+// labelledBy says which controller labels what it creates for an object of
+// the kind with the object's name (why), and what a longer name does
+// (then); empty for the kinds Scribe renders that no controller labels so:
+// kustomize-controller every object a Kustomization applies
+// (kustomize.toolkit.fluxcd.io/name, fluxcd/flux2#2004), helm-controller
+// every object of a HelmRelease's release (helm.toolkit.fluxcd.io/name),
+// Argo Workflows every pod of a Workflow (workflows.argoproj.io/workflow,
+// argoproj/argo-workflows#1324).
+func labelledBy(apiVersion, kind string) (l struct{ why, then string }) {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	switch {
+	case group == "kustomize.toolkit.fluxcd.io" && kind == "Kustomization":
+		l.why, l.then = "Flux labels every object a Kustomization applies with its name", "kustomize-controller would apply nothing"
+	case group == "helm.toolkit.fluxcd.io" && kind == "HelmRelease":
+		l.why, l.then = "Flux labels every object a HelmRelease applies with its name", "helm-controller would apply nothing"
+	case group == "argoproj.io" && kind == "Workflow":
+		l.why, l.then = "Argo Workflows labels every pod of a Workflow with its name", "Argo Workflows would start no pod"
+	}
+	return l
 }
 
 // nameRule is the apiserver's name validation of a kind: Services are
