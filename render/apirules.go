@@ -62,6 +62,14 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 		for _, msg := range nameRule(apiVersion, kind)(name, false) {
 			out = append(out, apiViolation{err: field.Invalid(mdPath.Child("name"), name, msg), trace: name, prefix: true})
 		}
+		// Not the apiserver's rule but the kind's controller's: it labels
+		// what it creates for the object with the object's name.
+		if l := labelledBy(apiVersion, kind); l.why != "" {
+			for _, msg := range utilvalidation.IsValidLabelValue(name) {
+				e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: "+l.why+")")
+				out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: l.then})
+			}
+		}
 	}
 	if ns, _ := md["namespace"].(string); ns != "" {
 		for _, msg := range apimachineryvalidation.ValidateNamespaceName(ns, false) {
@@ -71,15 +79,6 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 	out = append(out, metadataRules(md, mdPath)...)
 
 	switch {
-	case name != "" && labelledBy(apiVersion, kind).why != "":
-		// Not the apiserver's rule but its controller's: it labels what it
-		// creates for the object with the object's name, so a name that
-		// is no label value gets nothing applied or run.
-		l := labelledBy(apiVersion, kind)
-		for _, msg := range utilvalidation.IsValidLabelValue(name) {
-			e := field.Invalid(mdPath.Child("name"), name, msg+" (a label value: "+l.why+")")
-			out = append(out, apiViolation{err: e, trace: name, prefix: true, refusedBy: l.then})
-		}
 	case apiVersion == "v1" && kind == "ConfigMap":
 		out = append(out, configMapRules(obj)...)
 	case apiVersion == "v1" && kind == "Service":
@@ -110,10 +109,10 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 	return out
 }
 
-// labelledBy says which controller labels what it creates for an object of
-// the kind with the object's name (why), and what a longer name does
-// (then); empty for the kinds Scribe renders that no controller labels so:
-// kustomize-controller every object a Kustomization applies
+// labelledBy says, for a kind whose controller labels what it creates for
+// an object with the object's name, why the name must be a label value and
+// what a longer one does; both are empty for any other kind. The kinds:
+// kustomize-controller labels every object a Kustomization applies
 // (kustomize.toolkit.fluxcd.io/name, fluxcd/flux2#2004), helm-controller
 // every object of a HelmRelease's release (helm.toolkit.fluxcd.io/name),
 // Argo Workflows every pod of a Workflow (workflows.argoproj.io/workflow,
