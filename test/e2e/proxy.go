@@ -21,8 +21,13 @@ type Proxy struct {
 
 // NewProxy listens on 127.0.0.1 and forwards to backend (host:port).
 func NewProxy(backend string) (*Proxy, error) {
+	return NewProxyOn("127.0.0.1:0", backend)
+}
+
+// NewProxyOn listens on listen (host:port) and forwards to backend.
+func NewProxyOn(listen, backend string) (*Proxy, error) {
 	p := &Proxy{backend: backend, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,11 @@ type Stack struct {
 	// CD (stack_argocd.go). Flux's source-controller runs either way: it
 	// serves the component catalog.
 	Applier scribev1.ApplierKind
+	// Node is the machine's real node when the loop runs on it (kubelet,
+	// containerd, runc: node.go), nil on kwok.
+	Node *Node
 
+	node  *nodeAttachment // this loop's kubelet and kube-proxy
 	env   *envtest.Environment
 	mu    sync.Mutex // guards procs, named and metrics
 	procs []*exec.Cmd
@@ -173,6 +177,21 @@ func (s *Stack) addr() (string, error) {
 	return "", fmt.Errorf("no free address after 100 tries")
 }
 
+// servedAddr is a free address for a server of the loop that Scribe
+// reaches (the git server's proxy, source-controller's artifact storage):
+// on the real node, Scribe runs in a pod, so it is the bridge's gateway,
+// which the host and the pods both reach; on kwok, 127.0.0.1.
+func (s *Stack) servedAddr() (string, error) {
+	if s.Node == nil {
+		return s.addr()
+	}
+	p, err := s.port()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(s.Node.Gateway, p), nil
+}
+
 func (s *Stack) port() (string, error) {
 	a, err := s.addr()
 	if err != nil {
@@ -191,7 +210,31 @@ func Start(t testing.TB) *Stack {
 // StartWith boots the stack with applier; t.Cleanup stops it.
 func StartWith(t testing.TB, applier scribev1.ApplierKind) *Stack {
 	t.Helper()
-	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: applier}
+	return StartOpts(t, StackOptions{Applier: applier})
+}
+
+// StackOptions say how a loop runs.
+type StackOptions struct {
+	// Applier applies what Scribe publishes (default Flux).
+	Applier scribev1.ApplierKind
+	// RealNode runs the loop's pods on the machine's real node (kubelet,
+	// containerd, runc) instead of kwok: readiness, restarts and probes
+	// are real. Loops on the real node run one at a time.
+	RealNode bool
+}
+
+// StartOpts boots the stack as opts say; t.Cleanup stops it.
+func StartOpts(t testing.TB, opts StackOptions) *Stack {
+	t.Helper()
+	if opts.Applier == "" {
+		opts.Applier = scribev1.ApplierFlux
+	}
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier}
+	if opts.RealNode {
+		// Before the loop's own cleanups: the node is released after the
+		// loop has stopped.
+		s.Node = AcquireNode(t)
+	}
 	// Runs after stop and before the TempDir goes: a failed test keeps its
 	// logs (every process's, Scribe's included) for inspection.
 	t.Cleanup(func() { s.keepLogsOnFailure(t) })
@@ -246,6 +289,11 @@ func (s *Stack) start(t testing.TB) error {
 	// Room for thousands of Services (the default /24 holds ~250, which
 	// `make bench-e2e`'s 500 Workloads outgrow).
 	s.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+	if s.Node != nil {
+		if err := prepareAPIServer(s.env, s.Dir); err != nil {
+			return err
+		}
+	}
 	s.logf("starting etcd and kube-apiserver")
 	cfg, err := s.env.Start()
 	if err != nil {
@@ -275,7 +323,6 @@ func (s *Stack) start(t testing.TB) error {
 	certDir := s.env.ControlPlane.APIServer.CertDir
 	kcmPort, _ := s.port()
 	schedPort, _ := s.port()
-	kwokAddr, _ := s.addr()
 	if err := s.run("kube-controller-manager", filepath.Join(cp, "kube-controller-manager"), nil,
 		"--kubeconfig="+s.Kubeconfig, "--authentication-kubeconfig="+s.Kubeconfig, "--authorization-kubeconfig="+s.Kubeconfig,
 		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
@@ -293,6 +340,34 @@ func (s *Stack) start(t testing.TB) error {
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+schedPort); err != nil {
 		return err
 	}
+	if s.Node == nil {
+		if err := s.startKwok(loop); err != nil {
+			return err
+		}
+	}
+	ctx := context.Background()
+	for _, ns := range []string{"flux-system", "gateway-system"} {
+		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	if s.Node != nil {
+		if err := s.attachNode(ctx); err != nil {
+			return err
+		}
+	} else if err := s.createNode(ctx); err != nil {
+		return err
+	}
+	if err := s.startRest(ctx, t); err != nil {
+		return err
+	}
+	s.logf("the loop is up in %s; kubeconfig %s", time.Since(start).Round(time.Millisecond), s.Kubeconfig)
+	return nil
+}
+
+// startKwok runs kwok with its fake node's stages.
+func (s *Stack) startKwok(loop string) error {
+	kwokAddr, _ := s.addr()
 	stages, _ := filepath.Glob(filepath.Join(loop, "kwok-stages", "*.yaml"))
 	kwokArgs := []string{"--kubeconfig=" + s.Kubeconfig, "--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=" + kwokAddr,
@@ -307,16 +382,14 @@ func (s *Stack) start(t testing.TB) error {
 	for _, st := range stages {
 		kwokArgs = append(kwokArgs, "--config="+st)
 	}
-	if err := s.run("kwok", filepath.Join(loop, "kwok"), nil, kwokArgs...); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	for _, ns := range []string{"flux-system", "gateway-system"} {
-		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	if err := s.createNode(ctx); err != nil {
+	return s.run("kwok", filepath.Join(loop, "kwok"), nil, kwokArgs...)
+}
+
+// startRest starts the gateway, Flux, the git server, the catalog, the
+// applier and the registry.
+func (s *Stack) startRest(ctx context.Context, t testing.TB) error {
+	loop, err := buildDir(s.logf, "build-loop.sh")
+	if err != nil {
 		return err
 	}
 	gwCtx, stopGateway := context.WithCancel(ctx)
@@ -329,7 +402,10 @@ func (s *Stack) start(t testing.TB) error {
 	// leftovers of a previous process), which in a shared /tmp deleted the
 	// directories a parallel loop's kustomize-controller was building in.
 	fluxEnv := []string{"KUBECONFIG=" + s.Kubeconfig, "RUNTIME_NAMESPACE=flux-system", "TMPDIR=" + filepath.Join(s.Dir, "flux-tmp")}
-	storage, _ := s.addr()
+	storage, err := s.servedAddr()
+	if err != nil {
+		return err
+	}
 	for _, d := range []string{"storage", "flux-tmp"} {
 		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
 			return err
@@ -358,7 +434,11 @@ func (s *Stack) start(t testing.TB) error {
 
 	s.Git = publishtest.NewGitServer(t)
 	direct := s.Git.InitRepo(t, RepoName, "main")
-	if s.GitProxy, err = NewProxy(strings.TrimPrefix(s.Git.URL, "http://")); err != nil {
+	gitAddr, err := s.servedAddr()
+	if err != nil {
+		return err
+	}
+	if s.GitProxy, err = NewProxyOn(gitAddr, strings.TrimPrefix(s.Git.URL, "http://")); err != nil {
 		return err
 	}
 	t.Cleanup(s.GitProxy.Close)
@@ -374,13 +454,14 @@ func (s *Stack) start(t testing.TB) error {
 			return err
 		}
 	}
-	if err := s.waitNodeLease(ctx); err != nil {
-		return err
+	if s.Node == nil {
+		if err := s.waitNodeLease(ctx); err != nil {
+			return err
+		}
 	}
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(reg.Close)
 	s.Registry = strings.TrimPrefix(reg.URL, "http://")
-	s.logf("the loop is up in %s; kubeconfig %s", time.Since(start).Round(time.Millisecond), s.Kubeconfig)
 	return nil
 }
 
@@ -465,6 +546,9 @@ func (s *Stack) stop() {
 }
 
 func (s *Stack) doStop() {
+	// The real node first, while the API server still runs: the kubelet
+	// tears this loop's pods down.
+	s.detachNode()
 	s.mu.Lock()
 	procs := append([]*exec.Cmd(nil), s.procs...)
 	s.mu.Unlock()
@@ -475,17 +559,27 @@ func (s *Stack) doStop() {
 		}
 	}
 	for _, p := range procs {
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		stopProcessGroup(p, 10*time.Second)
 	}
 	if s.env != nil {
 		_ = s.env.Stop()
+	}
+}
+
+// stopProcessGroup sends SIGTERM to cmd's process group, SIGKILL after
+// grace, and waits for cmd.
+func stopProcessGroup(cmd *exec.Cmd, grace time.Duration) {
+	if cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 

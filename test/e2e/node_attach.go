@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// How a loop uses the real node: its kube-apiserver serves a certificate
+// that pods trust for the kubernetes Service, advertises the bridge's
+// gateway (forwarded to its 127.0.0.1 port), and admits pods with their
+// ServiceAccount token; a kubelet and kube-proxy run against it while the
+// loop holds the node.
+
+// kubernetesServiceIP is the first address of the loop's service range
+// (stack.go): the kubernetes Service.
+const kubernetesServiceIP = "10.96.0.1"
+
+// prepareAPIServer configures a loop's kube-apiserver for the real node
+// before it starts.
+func prepareAPIServer(env *envtest.Environment, dir string) error {
+	api := env.ControlPlane.GetAPIServer()
+	certDir := filepath.Join(dir, "apiserver-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return err
+	}
+	// A serving certificate for every name pods and the host use: envtest's
+	// own names only localhost and 127.0.0.1, which a pod reaching
+	// https://10.96.0.1 (KUBERNETES_SERVICE_HOST) refuses.
+	bundle, key, err := certutil.GenerateSelfSignedCertKey("kube-apiserver",
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(kubernetesServiceIP), net.ParseIP(nodeGateway)},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
+	if err != nil {
+		return err
+	}
+	// The bundle is the serving certificate, then its CA.
+	first, rest := pem.Decode(bundle)
+	if first == nil || len(rest) == 0 {
+		return fmt.Errorf("generated certificate bundle has no CA")
+	}
+	saCert, saKey, err := certutil.GenerateSelfSignedCertKey("service-accounts", nil, nil)
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"apiserver.crt": bundle, "apiserver.key": key, "sa-signer.crt": saCert, "sa-signer.key": saKey} {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	api.CertDir = certDir
+	api.SecureServing.CA = rest
+	args := api.Configure()
+	args.Set("advertise-address", nodeGateway)
+	// envtest disables the ServiceAccount admission plugin (its tests run
+	// no kube-controller-manager); pods need their token.
+	args.Set("disable-admission-plugins", "")
+	args.Set("enable-admission-plugins", "ServiceAccount")
+	return nil
+}
+
+// nodeAttachment is a kubelet and kube-proxy serving one loop.
+type nodeAttachment struct {
+	node    *Node
+	forward *Proxy
+	rootDir string
+	kubelet string // the names of the loop's processes
+	proxy   string
+}
+
+// attachNode runs a kubelet and kube-proxy for s against its API server and
+// waits for the node to be Ready.
+func (s *Stack) attachNode(ctx context.Context) error {
+	n := s.Node
+	start := time.Now()
+	u, err := urlHostPort(s.Config.Host)
+	if err != nil {
+		return err
+	}
+	_, apiPort, _ := net.SplitHostPort(u)
+	// The kubernetes Service's endpoint is the gateway at the API server's
+	// port; forward it to 127.0.0.1, where the API server listens.
+	fwd, err := NewProxyOn(net.JoinHostPort(nodeGateway, apiPort), u)
+	if err != nil {
+		return fmt.Errorf("forward %s:%s to the API server: %w", nodeGateway, apiPort, err)
+	}
+	a := &nodeAttachment{node: n, forward: fwd, kubelet: "kubelet", proxy: "kube-proxy"}
+	s.node = a
+	a.rootDir, err = os.MkdirTemp(n.dir, "kubelet-")
+	if err != nil {
+		return err
+	}
+	kubeletPort, _ := s.port()
+	healthPort, _ := s.port()
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %s
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %s
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+staticPodPath: ""
+makeIPTablesUtilChains: false
+serializeImagePulls: false
+nodeStatusUpdateFrequency: 4s
+syncFrequency: 10s
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 110
+`, kubeletPort, healthPort, n.sock(), filepath.Join(a.rootDir, "pod-logs"))
+	cfgPath := filepath.Join(s.Dir, "kubelet-config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := s.run(a.kubelet, filepath.Join(n.bins, "kubelet"), nil,
+		"--config="+cfgPath, "--kubeconfig="+s.Kubeconfig, "--root-dir="+a.rootDir,
+		"--cert-dir="+filepath.Join(a.rootDir, "pki"), "--hostname-override="+nodeName,
+		"--node-ip="+nodeGateway, "--node-labels=scribe.dev/node=real", "--v=1"); err != nil {
+		return err
+	}
+	metricsPort, _ := s.port()
+	proxyHealth, _ := s.port()
+	if err := s.run(a.proxy, filepath.Join(n.bins, "kube-proxy"), nil,
+		"--kubeconfig="+s.Kubeconfig, "--hostname-override="+nodeName, "--proxy-mode=iptables",
+		"--iptables-localhost-nodeports=false", "--conntrack-max-per-core=0",
+		"--bind-address=127.0.0.1", "--nodeport-addresses="+nodeSubnet,
+		"--metrics-bind-address=127.0.0.1:"+metricsPort, "--healthz-bind-address=127.0.0.1:"+proxyHealth); err != nil {
+		return err
+	}
+	if err := s.waitNodeReady(ctx); err != nil {
+		return err
+	}
+	s.logf("real node: %s Ready for this loop in %s", nodeName, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func urlHostPort(host string) (string, error) {
+	h := strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://")
+	h = strings.TrimSuffix(h, "/")
+	if _, _, err := net.SplitHostPort(h); err != nil {
+		return "", fmt.Errorf("API server address %q: %w", host, err)
+	}
+	return h, nil
+}
+
+func (s *Stack) waitNodeReady(ctx context.Context) error {
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		node := &corev1.Node{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+			last = err.Error()
+			continue
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				if c.Status == corev1.ConditionTrue {
+					return nil
+				}
+				last = c.Reason + ": " + c.Message
+			}
+		}
+	}
+	return fmt.Errorf("node %s not Ready after 60s (%s); kubelet log:\n%s", nodeName, last, s.Logs("kubelet", 30))
+}
+
+// detachNode empties the node of this loop's pods (the kubelet tears their
+// sandboxes and networks down), stops the kubelet and kube-proxy, removes
+// kube-proxy's rules and the kubelet's mounts: the next loop finds the node
+// as it was.
+func (s *Stack) detachNode() {
+	a := s.node
+	if a == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := s.drainNode(ctx); err != nil {
+		s.logf("real node: drain: %v", err)
+	}
+	s.stopNamed(a.proxy, a.kubelet)
+	if out, err := exec.Command(filepath.Join(a.node.bins, "kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
+		s.logf("real node: kube-proxy --cleanup: %v: %s", err, out)
+	}
+	// What the kubelet did not tear down (a pod it had not seen deleted):
+	// its containers go with the sandboxes through the CRI on the next
+	// kubelet start, or with containerd at the node's close.
+	killProcsMentioning(a.rootDir)
+	if err := unmountUnder(a.rootDir); err != nil {
+		s.logf("real node: %v", err)
+	}
+	_ = os.RemoveAll(a.rootDir)
+	a.forward.Close()
+	s.node = nil
+}
+
+// drainNode deletes every pod on the node and waits until the kubelet has
+// stopped them all, the Deployments and controllers first scaled to
+// nothing so nothing new is scheduled.
+func (s *Stack) drainNode(ctx context.Context) error {
+	// Stop kube-controller-manager and kube-scheduler first: nothing makes
+	// or places new pods then.
+	s.stopNamed("kube-controller-manager", "kube-scheduler")
+	pods := &corev1.PodList{}
+	if err := s.Client.List(ctx, pods, client.MatchingFields{"spec.nodeName": nodeName}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if err := s.Client.Delete(ctx, p, client.GracePeriodSeconds(1)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for ctx.Err() == nil {
+		if err := s.Client.List(ctx, pods, client.MatchingFields{"spec.nodeName": nodeName}); err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	names := make([]string, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	return fmt.Errorf("pods still on the node: %s", strings.Join(names, ", "))
+}
+
+// stopNamed stops the loop's processes with these names (SIGTERM, then
+// SIGKILL after 10 s) and waits for them.
+func (s *Stack) stopNamed(names ...string) {
+	for _, name := range names {
+		s.mu.Lock()
+		cmd := s.named[name]
+		s.mu.Unlock()
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		stopProcessGroup(cmd, 10*time.Second)
+	}
+}
+
+// NodePodLog returns the tail of a container's log on the real node, read
+// from the kubelet's pod log folder (the API server cannot reach a kubelet
+// that listens on 127.0.0.1 for `kubectl logs`).
+func (s *Stack) NodePodLog(ns, pod, container string, lines int) string {
+	if s.node == nil {
+		return "no real node"
+	}
+	dirs, _ := filepath.Glob(filepath.Join(s.node.rootDir, "pod-logs", ns+"_"+pod+"_*", container))
+	if len(dirs) == 0 {
+		return fmt.Sprintf("no log for %s/%s %s", ns, pod, container)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dirs[0], "*.log"))
+	if len(logs) == 0 {
+		return "empty log folder " + dirs[0]
+	}
+	// The newest restart is the highest number.
+	best, bestN := logs[0], -1
+	for _, l := range logs {
+		if k, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(l), ".log")); err == nil && k > bestN {
+			best, bestN = l, k
+		}
+	}
+	return tail(best, lines)
+}
+
+// errNoNode is returned by helpers that need the real node in a kwok loop.
+var errNoNode = errors.New("this loop runs on kwok, not on the real node")
+
+// RealNodeName is the real node's Node name, for pods pinned to it.
+func (s *Stack) RealNodeName() (string, error) {
+	if s.node == nil {
+		return "", errNoNode
+	}
+	return nodeName, nil
+}
