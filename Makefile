@@ -79,8 +79,8 @@ bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR chang
 	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^TestBenchLoop(Latency|Scale)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
 
 .PHONY: loop-assets
-loop-assets: ## Build (or find cached) kube-controller-manager, kube-scheduler, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, and Gitea.
-	hack/build-control-plane.sh kube-controller-manager kube-scheduler >/dev/null
+loop-assets: node-packages ## Build (or find cached) kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, and Gitea; install the real node's Debian packages when missing.
+	hack/build-control-plane.sh kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
 	hack/build-loop.sh >/dev/null
 	hack/build-argocd.sh >/dev/null
 	hack/build-gitea.sh >/dev/null
@@ -175,6 +175,10 @@ generate: $(CONTROLLER_GEN) $(CUE) ## Generate deepcopy functions, the CUE defin
 schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and the upstream CRDs (needs SCRIBE_CRDS_DIR, see README), and the compiled schema checks.
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" CUE=$(CUE) hack/gen-schemas.sh
 	go test ./render -run '^TestEmbeddedSchemaChecks$$' -count=1 -update
+
+.PHONY: node-packages
+node-packages: ## Install the Debian packages of the real node when missing (containerd, runc, CNI plugins, iptables, conntrack; needs root, says what it installs).
+	hack/node-packages.sh
 
 .PHONY: envtest-assets
 envtest-assets: ## Build etcd and kube-apiserver from the Go module proxy into the cache (once per version).

@@ -34,12 +34,12 @@ func pushPause(ctx context.Context, reg string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the pause program: %w: %s", err, out)
 	}
-	return pushBinaryImage(ctx, reg+"/"+pauseImage, bin, "/pause")
+	return pushBinaryImage(ctx, reg+"/"+pauseImage, bin, "/pause", nil, nil)
 }
 
 // pushBinaryImage pushes an image of one static binary at path in (as
 // its entrypoint, user 65535) to ref on a plain-HTTP registry.
-func pushBinaryImage(ctx context.Context, ref, bin, path string) error {
+func pushBinaryImage(ctx context.Context, ref, bin, path string, cmdArgs, env []string) error {
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return err
@@ -69,7 +69,7 @@ func pushBinaryImage(ctx context.Context, ref, bin, path string) error {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config = v1.Config{Entrypoint: []string{path}, User: "65535:65535"}
+	cf.Config = v1.Config{Entrypoint: []string{path}, Cmd: cmdArgs, Env: env, User: "65532:65532"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
@@ -78,4 +78,48 @@ func pushBinaryImage(ctx context.Context, ref, bin, path string) error {
 		return err
 	}
 	return remote.Write(r, img, remote.WithContext(ctx))
+}
+
+// ScribeImage builds Scribe's image and pushes it to the node's registry;
+// it returns the repository and tag to install.
+func (n *Node) ScribeImage(ctx context.Context, logf func(string, ...any)) (repo, tag string, err error) {
+	dir, err := os.MkdirTemp("", "scribe-image-")
+	if err != nil {
+		return "", "", err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	bin := filepath.Join(dir, "scribe")
+	logf("building Scribe's image")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/scribe")
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("build scribe: %w: %s", err, out)
+	}
+	repo, tag = n.Registry+"/scribe", "e2e"
+	return repo, tag, pushBinaryImage(ctx, repo+":"+tag, bin, "/scribe", []string{"controller"}, nil)
+}
+
+// PushDemoApp builds the demo app and pushes it as repo:tag for each tag,
+// with VERSION=v<tag> in the image's environment.
+func (n *Node) PushDemoApp(ctx context.Context, logf func(string, ...any), repo string, tags ...string) error {
+	dir, err := os.MkdirTemp("", "scribe-demoapp-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	bin := filepath.Join(dir, "demo-app")
+	logf("building the demo app's image")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./test/demoapp")
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the demo app: %w: %s", err, out)
+	}
+	for _, tag := range tags {
+		if err := pushBinaryImage(ctx, n.Registry+"/"+repo+":"+tag, bin, "/demo-app", nil, []string{"VERSION=v" + tag}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

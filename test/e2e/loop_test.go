@@ -11,10 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,6 +155,22 @@ func newLoopWith(t *testing.T, applier scribev1.ApplierKind, ns string, opts ...
 	return s
 }
 
+// newNodeLoop boots the stack on the real node with applier, pushes the
+// demo app as the fixtures' ghcr.io/example/web images, creates a
+// namespace with its Repository, and installs Scribe from its image by its
+// chart: the pods are real, Scribe's among them.
+func newNodeLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Stack {
+	t.Helper()
+	skipWithoutLoop(t)
+	s := StartOpts(t, StackOptions{Applier: applier, RealNode: true})
+	if err := s.Node.PushDemoApp(context.Background(), s.logf, "example/web", "1", "2", "3"); err != nil {
+		t.Fatalf("the demo app's image: %v", err)
+	}
+	newNamespaceAndRepository(t, s, ns)
+	s.InstallScribe(t, InstallOptions{})
+	return s
+}
+
 // newNamespaceAndRepository creates ns and its "default" Repository.
 func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 	t.Helper()
@@ -213,14 +229,16 @@ func createHealthy(t *testing.T, s *Stack, w *scribev1.Workload) func() *scribev
 }
 
 // TestLoopWorkloadCanary walks a 10/50/100 canary through the real
-// applier. With Argo CD it also proves the stale-health guard against the
-// real controller: each step's commit was Synced and Healthy, with the
-// health computed after that sync, before Scribe committed the next.
+// applier, on the real node with Scribe installed by its chart: each step
+// waits for real pods to be Ready. With Argo CD it also proves the
+// stale-health guard against the real controller: each step's commit was
+// Synced and Healthy, with the health computed after that sync, before
+// Scribe committed the next.
 func TestLoopWorkloadCanary(t *testing.T) {
 	t.Parallel()
 	appliers(t, func(t *testing.T, applier scribev1.ApplierKind) {
 		ns := "demo"
-		s := newLoopWith(t, applier, ns)
+		s := newNodeLoop(t, applier, ns)
 		var rec *argoRecorder
 		if applier == scribev1.ApplierArgoCD {
 			rec = recordArgo(t, s, ns, "web")
@@ -263,7 +281,7 @@ func TestLoopCanaryThatNeverBecomesAvailableIsRolledBackAndTheApplierAppliesTheR
 
 func testRollback(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "rollback"
-	s := newLoopWith(t, applier, ns)
+	s := newNodeLoop(t, applier, ns)
 	ctx := context.Background()
 	w := canaryWorkload(ns)
 	w.Spec.Rollout.Analysis = &scribev1.Analysis{
@@ -271,9 +289,15 @@ func testRollback(t *testing.T, applier scribev1.ApplierKind) {
 		Checks: []scribev1.Check{{Name: "available", Type: "availability"}},
 	}
 	get := createHealthy(t, s, w)
-	// v2 asks for more CPU than the node has: its pods never schedule.
+	// v2's pods run on the real node, but the demo app answers its
+	// readiness probe with 503 (READY=false): they never become Ready, and
+	// the kubelet, not a simulator, says so.
 	v2 := webV2()
-	v2.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}
+	v2.Env = []corev1.EnvVar{{Name: "READY", Value: "false"}}
+	v2.Probes = &scribev1.Probes{Readiness: &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 1,
+	}}
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, v2) })
 	poll(t, 3*time.Minute, "step 1 applied by "+string(applier), func() (bool, string) {
 		r := routeWeights(ctx, s, ns, "web")

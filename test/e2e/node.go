@@ -52,6 +52,10 @@ const (
 	pauseImage = "scribe-e2e/pause:1"
 )
 
+// mirroredRegistries are served by the node's registry first: the demo
+// app stands in for the fixtures' ghcr.io/example/* images.
+var mirroredRegistries = []string{"ghcr.io"}
+
 // Node is the machine's real node, started by AcquireNode.
 type Node struct {
 	// Registry is the node's OCI registry (host:port on 127.0.0.1): the
@@ -180,7 +184,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 	// A previous process that was SIGKILLed may have left its node
 	// behind: sweep what a node of ours leaves before making a new one.
 	sweepStaleNodes(logf)
-	for _, p := range []string{"/var/lib/kubelet", "/run/containerd", "/var/lib/cni", "/opt/containerd"} {
+	for _, p := range []string{"/var/lib/kubelet", "/run/containerd", "/var/lib/cni", "/opt/containerd", "/var/log/containers", "/var/log/pods"} {
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			n.created = append(n.created, p)
 		}
@@ -245,9 +249,22 @@ func (n *Node) startContainerd() error {
 			return err
 		}
 	}
-	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+n.Registry, "http://"+n.Registry)
-	if err := os.WriteFile(n.path("containerd/certs.d", n.Registry, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-		return err
+	// The node's registry, and a mirror of it for the registries whose
+	// example images the fixtures name (ghcr.io/example/web:1 is the demo
+	// app, pushed as example/web:1): containerd asks the mirror first, as
+	// in an air-gapped cluster.
+	hosts := map[string]string{n.Registry: "http://" + n.Registry}
+	for _, r := range mirroredRegistries {
+		hosts[r] = "https://" + r
+	}
+	for dir, server := range hosts {
+		toml := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", server, "http://"+n.Registry)
+		if err := os.MkdirAll(n.path("containerd/certs.d", dir), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(n.path("containerd/certs.d", dir, "hosts.toml"), []byte(toml), 0o644); err != nil {
+			return err
+		}
 	}
 	conflist := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "scribe-node", "plugins": [
   {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,

@@ -69,7 +69,37 @@ func prepareAPIServer(env *envtest.Environment, dir string) error {
 	// envtest disables the ServiceAccount admission plugin (its tests run
 	// no kube-controller-manager); pods need their token.
 	args.Set("disable-admission-plugins", "")
-	args.Set("enable-admission-plugins", "ServiceAccount")
+	// PodNodeSelector and PodTolerationRestriction place the pods of a
+	// simulated namespace on kwok's tainted node (SimulateNamespace).
+	args.Set("enable-admission-plugins", "ServiceAccount,PodNodeSelector,PodTolerationRestriction")
+	return nil
+}
+
+// kwokTaint keeps pods off kwok's node in a loop on the real node.
+const kwokTaint = "kwok.x-k8s.io/node"
+
+// SimulateNamespace makes the pods of namespace ns run on kwok's node in a
+// loop on the real node: for workloads whose images this machine cannot
+// pull (the catalog's demo-services come from docker.io), whose readiness
+// kwok then plays. The API server's PodNodeSelector and
+// PodTolerationRestriction admission plugins read the namespace's
+// annotations. In a kwok loop every namespace is simulated already.
+func (s *Stack) SimulateNamespace(ctx context.Context, ns string) error {
+	if s.Node == nil {
+		return nil
+	}
+	n := &corev1.Namespace{}
+	n.Name = ns
+	n.Annotations = map[string]string{
+		"scheduler.alpha.kubernetes.io/node-selector":      "type=kwok",
+		"scheduler.alpha.kubernetes.io/defaultTolerations": `[{"key":"` + kwokTaint + `","operator":"Exists","effect":"NoSchedule"}]`,
+	}
+	if err := s.Client.Create(ctx, n); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create the simulated namespace %s: %w", ns, err)
+		}
+		return fmt.Errorf("namespace %s exists already: simulate it before anything creates it", ns)
+	}
 	return nil
 }
 
@@ -104,6 +134,7 @@ func (s *Stack) attachNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.podLogs = filepath.Join(s.Dir, "pod-logs")
 	kubeletPort, _ := s.port()
 	healthPort, _ := s.port()
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -138,7 +169,7 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 110
-`, kubeletPort, healthPort, n.sock(), filepath.Join(a.rootDir, "pod-logs"))
+`, kubeletPort, healthPort, n.sock(), s.podLogs)
 	cfgPath := filepath.Join(s.Dir, "kubelet-config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err
@@ -275,10 +306,10 @@ func (s *Stack) stopNamed(names ...string) {
 // from the kubelet's pod log folder (the API server cannot reach a kubelet
 // that listens on 127.0.0.1 for `kubectl logs`).
 func (s *Stack) NodePodLog(ns, pod, container string, lines int) string {
-	if s.node == nil {
+	if s.podLogs == "" {
 		return "no real node"
 	}
-	dirs, _ := filepath.Glob(filepath.Join(s.node.rootDir, "pod-logs", ns+"_"+pod+"_*", container))
+	dirs, _ := filepath.Glob(filepath.Join(s.podLogs, ns+"_"+pod+"_*", container))
 	if len(dirs) == 0 {
 		return fmt.Sprintf("no log for %s/%s %s", ns, pod, container)
 	}

@@ -1,12 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,56 +39,14 @@ func TestLoopGitServerOutageIsReportedAndRetried(t *testing.T) {
 	})
 }
 
-// scribeBinary builds cmd/scribe for the test.
-func scribeBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "scribe")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/scribe")
-	cmd.Dir = repoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build scribe: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startScribeProcess runs `scribe controller` as its own process, as in a
-// cluster, so the test can SIGKILL it.
-func startScribeProcess(t *testing.T, s *Stack, bin, dataDir, logName string) *exec.Cmd {
-	t.Helper()
-	health, _ := s.addr()
-	cmd := exec.Command(bin, "controller", "--kubeconfig", s.Kubeconfig, "--metrics-secure=false",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", health, "--data-dir", dataDir, "--poll-interval", "1s")
-	f, err := os.Create(filepath.Join(s.Dir, logName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.Adopt(cmd)
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_, _ = cmd.Process.Wait()
-		_ = f.Close()
-	})
-	return cmd
-}
-
 func TestLoopScribeKilledMidCanaryResumesWithoutRepeatingOrSkippingAStep(t *testing.T) {
 	t.Parallel()
 	appliers(t, testKilledMidCanary)
 }
 
 func testKilledMidCanary(t *testing.T, applier scribev1.ApplierKind) {
-	skipWithoutLoop(t)
-	s := StartWith(t, applier)
 	ns := "killed"
-	bin := scribeBinary(t)
-	newNamespaceAndRepository(t, s, ns)
-	first := startScribeProcess(t, s, bin, t.TempDir(), "scribe-1.log")
-
+	s := newNodeLoop(t, applier, ns)
 	w := canaryWorkload(ns)
 	w.Spec.Rollout.Steps[0].Pause = &metav1.Duration{Duration: 15 * time.Second}
 	get := createHealthy(t, s, w)
@@ -100,12 +55,22 @@ func testKilledMidCanary(t *testing.T, applier scribev1.ApplierKind) {
 		got := get()
 		return got.Status.Step == 0 && got.Status.CanaryVersion == "v2" && got.Status.StepHealthyAt != nil, describe(got)
 	})
-	if err := syscall.Kill(-first.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = first.Process.Wait()
-	// A fresh data dir too, as a rescheduled pod has.
-	startScribeProcess(t, s, bin, t.TempDir(), "scribe-2.log")
+	// The controller pod goes as on a node failure: no graceful stop, its
+	// leader Lease left to expire, its emptyDir caches gone. The
+	// Deployment's new pod must win the Lease and resume.
+	killed := s.KillScribePod(t)
+	ctx := context.Background()
+	poll(t, 3*time.Minute, "a new Scribe pod Ready and leading", func() (bool, string) {
+		pod, err := s.ScribePod(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		leader, err := s.ScribeLeader(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return pod.Name != killed && podReady(pod) && strings.HasPrefix(leader, pod.Name), "pod " + pod.Name + " " + podState(pod) + ", leader " + leader
+	})
 	poll(t, 5*time.Minute, "v2 promoted after the restart", func() (bool, string) {
 		got := get()
 		return got.Status.StableVersion == "v2" && got.Status.Phase == scribev1.WorkloadHealthy, describe(got)

@@ -69,11 +69,17 @@ type Stack struct {
 	// containerd, runc: node.go), nil on kwok.
 	Node *Node
 
-	node  *nodeAttachment // this loop's kubelet and kube-proxy
-	env   *envtest.Environment
-	mu    sync.Mutex // guards procs, named and metrics
-	procs []*exec.Cmd
-	named map[string]*exec.Cmd
+	node *nodeAttachment // this loop's kubelet and kube-proxy
+	// inCluster: Scribe runs as a pod (InstallScribe), its log is the
+	// container's.
+	inCluster bool
+	// podLogs is the real node's pod log folder for this loop (kept
+	// with the loop's logs).
+	podLogs string
+	env     *envtest.Environment
+	mu      sync.Mutex // guards procs, named and metrics
+	procs   []*exec.Cmd
+	named   map[string]*exec.Cmd
 	// metrics is the Prometheus address of each Flux controller, by name.
 	metrics  map[string]string
 	logf     func(format string, args ...any)
@@ -340,10 +346,8 @@ func (s *Stack) start(t testing.TB) error {
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+schedPort); err != nil {
 		return err
 	}
-	if s.Node == nil {
-		if err := s.startKwok(loop); err != nil {
-			return err
-		}
+	if err := s.startKwok(loop); err != nil {
+		return err
 	}
 	ctx := context.Background()
 	for _, ns := range []string{"flux-system", "gateway-system"} {
@@ -351,12 +355,13 @@ func (s *Stack) start(t testing.TB) error {
 			return err
 		}
 	}
+	if err := s.createNode(ctx); err != nil {
+		return err
+	}
 	if s.Node != nil {
 		if err := s.attachNode(ctx); err != nil {
 			return err
 		}
-	} else if err := s.createNode(ctx); err != nil {
-		return err
 	}
 	if err := s.startRest(ctx, t); err != nil {
 		return err
@@ -454,10 +459,8 @@ func (s *Stack) startRest(ctx context.Context, t testing.TB) error {
 			return err
 		}
 	}
-	if s.Node == nil {
-		if err := s.waitNodeLease(ctx); err != nil {
-			return err
-		}
+	if err := s.waitNodeLease(ctx); err != nil {
+		return err
 	}
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(reg.Close)
@@ -518,16 +521,36 @@ func (s *Stack) keepLogsOnFailure(t testing.TB) {
 		return
 	}
 	logs, _ := filepath.Glob(filepath.Join(s.Dir, "*.log"))
+	if s.podLogs != "" {
+		// The pods' logs on the real node (Scribe's among them when it
+		// runs in the cluster): <namespace>_<pod>_<uid>/<container>/<n>.log.
+		podLogs, _ := filepath.Glob(filepath.Join(s.podLogs, "*", "*", "*.log"))
+		logs = append(logs, podLogs...)
+	}
 	for _, l := range logs {
 		if b, err := os.ReadFile(l); err == nil {
-			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+			name := filepath.Base(l)
+			if s.podLogs != "" && strings.HasPrefix(l, s.podLogs+"/") {
+				// pod-<namespace>_<pod>_<uid>-<container>-<n>.log
+				rel, _ := filepath.Rel(s.podLogs, l)
+				name = "pod-" + strings.ReplaceAll(rel, "/", "-")
+			}
+			_ = os.WriteFile(filepath.Join(dst, name), b, 0o644)
 		}
 	}
 	t.Logf("the loop's logs are kept in %s; the tail of Scribe's:\n%s", dst, s.Logs("scribe", 30))
 }
 
-// Logs returns the tail of a process's log, for failure messages.
+// Logs returns the tail of a process's log, for failure messages; Scribe's
+// is its pod's when it runs in the cluster.
 func (s *Stack) Logs(name string, lines int) string {
+	if name == "scribe" && s.inCluster {
+		pod, err := s.ScribePod(context.Background())
+		if err != nil {
+			return err.Error()
+		}
+		return s.NodePodLog(ScribeNamespace, pod.Name, "manager", lines)
+	}
 	f, err := os.Open(filepath.Join(s.Dir, name+".log"))
 	if err != nil {
 		return err.Error()
@@ -597,7 +620,9 @@ func (s *Stack) waitNodeLease(ctx context.Context) error {
 	return fmt.Errorf("kwok holds no Lease for kwok-node-0 after 30s (last error: %v); kwok log:\n%s", err, s.Logs("kwok", 20))
 }
 
-// createNode registers the fake node kwok manages.
+// createNode registers the fake node kwok manages. Beside the real node it
+// is tainted: only the pods of namespaces the loop simulates go there
+// (SimulateNamespace).
 func (s *Stack) createNode(ctx context.Context) error {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -609,6 +634,9 @@ func (s *Stack) createNode(ctx context.Context) error {
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("5000")},
 			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("5000")},
 		},
+	}
+	if s.Node != nil {
+		n.Spec.Taints = []corev1.Taint{{Key: kwokTaint, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	if err := s.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create node: %w", err)
