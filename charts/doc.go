@@ -1,4 +1,6 @@
 // Package charts holds Scribe's Helm chart, scribe/. It has no Go code; its
-// tests lint and render the chart with Helm's Go packages and check the
-// result against config/ (the kustomize deployment).
+// tests run the helm CLI (hack/build-helm.sh builds it into the cache; Helm
+// is not in go.mod) to lint and render the chart, check the result against
+// config/ (the kustomize deployment), and, with KUBEBUILDER_ASSETS, apply,
+// install, upgrade and uninstall it against a real kube-apiserver.
 package charts

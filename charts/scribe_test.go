@@ -2,166 +2,428 @@ package charts_test
 
 import (
 	"bytes"
-	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/lint"
-	"helm.sh/helm/v3/pkg/lint/support"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-const (
-	chartDir    = "scribe"
-	releaseName = "scribe"
-	releaseNS   = "scribe-system"
-)
+const keepPolicy = "helm.sh/resource-policy"
 
-func load(t *testing.T) *chart.Chart {
-	t.Helper()
-	c, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatalf("load chart: %v", err)
+// allOnValues turn on everything optional, for lint and the apiserver.
+func allOnValues() map[string]any {
+	return map[string]any{
+		"replicaCount": 2,
+		"logLevel":     "debug",
+		"logFormat":    "console",
+		"concurrent":   50,
+		"metrics": map[string]any{"serviceMonitor": map[string]any{
+			"enabled": true, "interval": "30s", "scrapeTimeout": "10s", "labels": map[string]any{"release": "prometheus"},
+		}},
+		"podDisruptionBudget": map[string]any{"enabled": true},
+		"topologySpreadConstraints": []any{map[string]any{
+			"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+		}},
+		"watchNamespaces": []any{"flux-system", "apps"},
+		"labelSelector":   "sharding.scribe.dev/key=shard1",
 	}
-	return c
 }
 
-// render renders the chart's templates like `helm template` with values
-// overriding values.yaml, and returns the objects.
-func render(t *testing.T, c *chart.Chart, values map[string]any) []*unstructured.Unstructured {
-	t.Helper()
-	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{
-		Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true,
-	}, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
+// TestChartLints: `helm lint --strict` (schema, templates, Chart.yaml) has
+// nothing to say, with the defaults and with every option on.
+func TestChartLints(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+	}{
+		{"defaults", nil},
+		{"every option on", allOnValues()},
+		{"insecure metrics, no leader election, no aggregated roles, CRDs not kept", map[string]any{
+			"metrics":     map[string]any{"secure": false},
+			"leaderElect": false,
+			"rbac":        map[string]any{"aggregateClusterRoles": false},
+			"crds":        map[string]any{"keep": false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir, "--namespace", releaseNS}
+			if f := valuesFile(t, tc.values); f != "" {
+				args = append(args, "-f", f)
+			}
+			if out, err := helm(t, args...); err != nil {
+				t.Errorf("%v\n%s", err, out)
+			}
+		})
 	}
-	files, err := engine.Render(c, vals)
-	if err != nil {
-		t.Fatalf("render chart: %v", err)
+}
+
+// TestChartRenders: what `helm template` renders for each value that
+// turns something on or off.
+func TestChartRenders(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		check  func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{"defaults render the four CRDs with the keep policy and the chart's labels", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+			crds := byKind(objs, "CustomResourceDefinition")
+			if len(crds) != 4 {
+				t.Fatalf("%d CRDs, want 4", len(crds))
+			}
+			for _, c := range crds {
+				if c.GetAnnotations()[keepPolicy] != "keep" {
+					t.Errorf("CRD %s: annotations %v lack %s: keep", c.GetName(), c.GetAnnotations(), keepPolicy)
+				}
+				if c.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+					t.Errorf("CRD %s: labels %v", c.GetName(), c.GetLabels())
+				}
+			}
+		}},
+		{"crds.keep=false renders the CRDs without the keep policy", map[string]any{"crds": map[string]any{"keep": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			crds := byKind(objs, "CustomResourceDefinition")
+			if len(crds) != 4 {
+				t.Fatalf("%d CRDs, want 4", len(crds))
+			}
+			for _, c := range crds {
+				if _, ok := c.GetAnnotations()[keepPolicy]; ok {
+					t.Errorf("CRD %s keeps %s", c.GetName(), keepPolicy)
+				}
+			}
+		}},
+		{"crds.install=false renders no CRD", map[string]any{"crds": map[string]any{"install": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if n := len(byKind(objs, "CustomResourceDefinition")); n != 0 {
+				t.Errorf("%d CRDs rendered", n)
+			}
+		}},
+		{"defaults render the edit and view roles aggregated into the built-in roles", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+			for name, labels := range map[string][]string{
+				releaseName + "-edit": {"rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"},
+				releaseName + "-view": {"rbac.authorization.k8s.io/aggregate-to-view"},
+			} {
+				o := named(objs, "ClusterRole", name)
+				if o == nil {
+					t.Errorf("no ClusterRole %s", name)
+					continue
+				}
+				for _, l := range labels {
+					if o.GetLabels()[l] != "true" {
+						t.Errorf("ClusterRole %s lacks label %s=true: %v", name, l, o.GetLabels())
+					}
+				}
+			}
+		}},
+		{"rbac.aggregateClusterRoles=false renders neither edit nor view", map[string]any{"rbac": map[string]any{"aggregateClusterRoles": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, n := range []string{"-edit", "-view"} {
+				if named(objs, "ClusterRole", releaseName+n) != nil {
+					t.Errorf("ClusterRole %s%s rendered", releaseName, n)
+				}
+			}
+		}},
+		{"rbac.create=false renders no ClusterRole and no binding", map[string]any{"rbac": map[string]any{"create": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if n := len(byKind(objs, "ClusterRole")) + len(byKind(objs, "ClusterRoleBinding")); n != 0 {
+				t.Errorf("%d ClusterRoles and bindings rendered", n)
+			}
+		}},
+		{"defaults render no ServiceMonitor and no PodDisruptionBudget", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, k := range []string{"ServiceMonitor", "PodDisruptionBudget"} {
+				if n := len(byKind(objs, k)); n != 0 {
+					t.Errorf("%d %s rendered", n, k)
+				}
+			}
+		}},
+		{"metrics.serviceMonitor.enabled renders a ServiceMonitor scraping https with the ServiceAccount token",
+			map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "30s", "labels": map[string]any{"release": "prometheus"}}}},
+			func(t *testing.T, objs []*unstructured.Unstructured) {
+				ep := serviceMonitorEndpoint(t, objs)
+				want := map[string]any{
+					"port": "https", "path": "/metrics", "scheme": "https", "interval": "30s",
+					"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+					"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+				}
+				if !reflect.DeepEqual(ep, want) {
+					t.Errorf("endpoint %v, want %v", ep, want)
+				}
+				sm := byKind(objs, "ServiceMonitor")[0]
+				if sm.GetLabels()["release"] != "prometheus" || sm.GetNamespace() != releaseNS {
+					t.Errorf("ServiceMonitor %s/%s labels %v", sm.GetNamespace(), sm.GetName(), sm.GetLabels())
+				}
+				var svc corev1.Service
+				decode(t, byKind(objs, "Service")[0], &svc)
+				sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+				if !selects(sel, svc.Labels) {
+					t.Errorf("ServiceMonitor selector %v does not select the metrics Service %v", sel, svc.Labels)
+				}
+				names, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
+				if !slices.Equal(names, []string{releaseNS}) {
+					t.Errorf("namespaceSelector %v", names)
+				}
+			}},
+		{"serviceMonitor.insecureSkipVerify=false with a tlsConfig verifies the certificate",
+			map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "insecureSkipVerify": false, "tlsConfig": map[string]any{"serverName": "scribe-metrics.scribe-system.svc", "insecureSkipVerify": true}}}},
+			func(t *testing.T, objs []*unstructured.Unstructured) {
+				tls := serviceMonitorEndpoint(t, objs)["tlsConfig"]
+				if want := map[string]any{"insecureSkipVerify": false, "serverName": "scribe-metrics.scribe-system.svc"}; !reflect.DeepEqual(tls, want) {
+					t.Errorf("tlsConfig %v, want %v", tls, want)
+				}
+			}},
+		{"a ServiceMonitor with metrics.secure=false scrapes http without a token",
+			map[string]any{"metrics": map[string]any{"secure": false, "serviceMonitor": map[string]any{"enabled": true}}},
+			func(t *testing.T, objs []*unstructured.Unstructured) {
+				ep := serviceMonitorEndpoint(t, objs)
+				if want := map[string]any{"port": "http", "path": "/metrics", "scheme": "http"}; !reflect.DeepEqual(ep, want) {
+					t.Errorf("endpoint %v, want %v", ep, want)
+				}
+			}},
+		{"replicaCount=2 renders a PodDisruptionBudget of one unavailable pod", map[string]any{"replicaCount": 2}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			pdb := podDisruptionBudget(t, objs)
+			if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+				t.Errorf("PDB spec %+v, want maxUnavailable 1", pdb.Spec)
+			}
+		}},
+		{"podDisruptionBudget.enabled=true renders one with one replica, minAvailable winning", map[string]any{"podDisruptionBudget": map[string]any{"enabled": true, "minAvailable": "50%"}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			pdb := podDisruptionBudget(t, objs)
+			if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.String() != "50%" || pdb.Spec.MaxUnavailable != nil {
+				t.Errorf("PDB spec %+v, want minAvailable 50%% only", pdb.Spec)
+			}
+		}},
+		{"podDisruptionBudget.enabled=false renders none with three replicas", map[string]any{"replicaCount": 3, "podDisruptionBudget": map[string]any{"enabled": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if n := len(byKind(objs, "PodDisruptionBudget")); n != 0 {
+				t.Errorf("%d PodDisruptionBudgets rendered", n)
+			}
+		}},
+		{"topologySpreadConstraints without a labelSelector select the controller's pods", map[string]any{"topologySpreadConstraints": []any{
+			map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"},
+			map[string]any{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}},
+		}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			tsc := d.Spec.Template.Spec.TopologySpreadConstraints
+			if len(tsc) != 2 {
+				t.Fatalf("topologySpreadConstraints %+v", tsc)
+			}
+			if tsc[0].LabelSelector == nil || !selects(tsc[0].LabelSelector.MatchLabels, d.Spec.Template.Labels) || tsc[0].TopologyKey != "topology.kubernetes.io/zone" {
+				t.Errorf("first constraint %+v does not select the pods %v", tsc[0], d.Spec.Template.Labels)
+			}
+			if tsc[1].LabelSelector == nil || !reflect.DeepEqual(tsc[1].LabelSelector.MatchLabels, map[string]string{"a": "b"}) {
+				t.Errorf("second constraint's own labelSelector was replaced: %+v", tsc[1].LabelSelector)
+			}
+		}},
+		{"logLevel and logFormat reach LOG_LEVEL and --log-encoding", map[string]any{"logLevel": "debug", "logFormat": "console"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			c := deployment(t, objs).Spec.Template.Spec.Containers[0]
+			if !slices.Contains(c.Args, "--log-encoding=console") {
+				t.Errorf("args %q lack --log-encoding=console", c.Args)
+			}
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "LOG_LEVEL" && e.Value == "debug" }) {
+				t.Errorf("env %v lacks LOG_LEVEL=debug", c.Env)
+			}
+		}},
+		{"the other values reach the Deployment", map[string]any{
+			"image":           map[string]any{"repository": "registry.example/scribe", "digest": "sha256:" + strings.Repeat("0123456789abcdef", 4)},
+			"leaderElect":     false,
+			"concurrent":      50,
+			"watchNamespaces": []any{"flux-system", "apps"},
+			"labelSelector":   "sharding.scribe.dev/key=shard1",
+			"metrics":         map[string]any{"secure": false},
+			"serviceAccount":  map[string]any{"create": false, "name": "existing"},
+			"resources":       nil,
+		}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			c := d.Spec.Template.Spec.Containers[0]
+			if c.Image != "registry.example/scribe@sha256:"+strings.Repeat("0123456789abcdef", 4) {
+				t.Errorf("image %q", c.Image)
+			}
+			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50"} {
+				if !slices.Contains(c.Args, want) {
+					t.Errorf("args %q lack %s", c.Args, want)
+				}
+			}
+			if slices.Contains(c.Args, "--leader-elect") {
+				t.Error("leaderElect=false still passes --leader-elect")
+			}
+			if d.Spec.Template.Spec.ServiceAccountName != "existing" || len(byKind(objs, "ServiceAccount")) != 0 {
+				t.Error("serviceAccount.create=false must use serviceAccount.name and create none")
+			}
+			if len(c.Resources.Limits)+len(c.Resources.Requests) != 0 {
+				t.Errorf("resources=null still sets %+v", c.Resources)
+			}
+			for _, o := range byKind(objs, "ClusterRole") {
+				if strings.Contains(o.GetName(), "metrics") {
+					t.Errorf("metrics.secure=false still creates %s", o.GetName())
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.check(t, render(t, tc.values))
+		})
 	}
-	var out []*unstructured.Unstructured
-	for name, content := range files {
-		if !strings.HasSuffix(name, ".yaml") {
+}
+
+// TestChartSchemaRefuses: values.schema.json refuses unknown keys, at the
+// top and nested, and invalid values, and Helm's error names the key.
+func TestChartSchemaRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  string
+		want []string
+	}{
+		{"a misspelt top-level key", "replicaCont=3", []string{"replicaCont"}},
+		{"an unknown nested key", "metrics.serviceMonitor.enable=true", []string{"enable", "serviceMonitor"}},
+		{"an unknown key in crds", "crds.upgrade=true", []string{"upgrade", "crds"}},
+		{"a log level that is not one of debug, info, warn, error", "logLevel=verbose", []string{"logLevel"}},
+		{"a log format that is not json or console", "logFormat=text", []string{"logFormat"}},
+		{"a negative replicaCount", "replicaCount=-1", []string{"replicaCount"}},
+		{"a fractional replicaCount", "replicaCount=1.5", []string{"replicaCount"}},
+		{"a metrics port above 65535", "metrics.port=70000", []string{"port"}},
+		{"a health probe port of 0", "healthProbePort=0", []string{"healthProbePort"}},
+		{"a pull policy Kubernetes does not know", "image.pullPolicy=Sometimes", []string{"pullPolicy"}},
+		{"a digest that is not sha256", "image.digest=latest", []string{"digest"}},
+		{"a namespace that is not a DNS label", "watchNamespaces={Flux_System}", []string{"watchNamespaces"}},
+		{"a string for a boolean", "crds.keep=maybe", []string{"keep"}},
+		{"concurrent of 0", "concurrent=0", []string{"concurrent"}},
+		{"a PDB percentage without %", "podDisruptionBudget.minAvailable=half", []string{"minAvailable"}},
+		{"a Service type Kubernetes does not know", "metrics.service.type=Ingress", []string{"type"}},
+		{"an invalid scrape interval", "metrics.serviceMonitor.interval=often", []string{"interval"}},
+		{"removing a value the templates need", "crds=null", []string{"crds"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := helm(t, templateArgs(t, chartDir, nil, "--set", tc.set)...)
+			if err == nil {
+				t.Fatalf("--set %s rendered", tc.set)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "schema") {
+				t.Errorf("--set %s failed, but not on the schema:\n%s", tc.set, msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("--set %s: the error does not name %q:\n%s", tc.set, w, msg)
+				}
+			}
+		})
+	}
+}
+
+// TestChartCRDsMatchConfig: the CRDs the chart renders are those of
+// config/crd/bases, with only the keep policy and the chart's labels
+// added. `make chart-crds` (run by make manifests) regenerates them.
+func TestChartCRDsMatchConfig(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	objs := render(t, nil)
+	if n := len(byKind(objs, "CustomResourceDefinition")); n != len(files) {
+		t.Errorf("the chart renders %d CRDs, config/crd/bases has %d (run make chart-crds)", n, len(files))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := decodeAll(data)
+		if err != nil || len(want) != 1 {
+			t.Fatalf("%s: %v", f, err)
+		}
+		have := named(objs, "CustomResourceDefinition", want[0].GetName())
+		if have == nil {
+			t.Errorf("the chart does not render CRD %s (run make chart-crds)", want[0].GetName())
 			continue
 		}
-		for _, doc := range releaseutil.SplitManifests(content) {
-			u := &unstructured.Unstructured{}
-			data, err := yaml.YAMLToJSON([]byte(doc))
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", name, err, doc)
-			}
-			if string(data) == "null" {
-				continue
-			}
-			if err := u.UnmarshalJSON(data); err != nil {
-				t.Fatalf("%s: %v\n%s", name, err, doc)
-			}
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-func decode(t *testing.T, u *unstructured.Unstructured, into any) {
-	t.Helper()
-	data, err := yaml.Marshal(u.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(data, into); err != nil {
-		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
-
-func byKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == kind {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-func TestChartLints(t *testing.T) {
-	for _, values := range []map[string]any{nil, {"metrics": map[string]any{"secure": false}, "leaderElect": false, "watchNamespaces": []any{"flux-system", "apps"}, "labelSelector": "sharding.scribe.dev/key=shard1"}} {
-		l := lint.AllWithKubeVersion(chartDir, values, releaseNS, nil)
-		for _, m := range l.Messages {
-			if m.Severity >= support.WarningSev {
-				t.Errorf("helm lint (values %v): %s", values, m)
-			}
+		have = have.DeepCopy()
+		ann := have.GetAnnotations()
+		delete(ann, keepPolicy)
+		have.SetAnnotations(ann)
+		have.SetLabels(nil)
+		if !reflect.DeepEqual(have.Object, want[0].Object) {
+			hy, _ := yaml.Marshal(have.Object)
+			t.Errorf("CRD %s differs from %s (run make chart-crds):\n%s", have.GetName(), f, lineDiff(string(hy), string(data)))
 		}
 	}
 }
 
-// TestChartCRDsMatchConfig fails when charts/scribe/crds differs from
-// config/crd/bases: run `make chart-crds` (make manifests does).
-func TestChartCRDsMatchConfig(t *testing.T) {
-	want, _ := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "*.yaml"))
-	have, _ := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
-	if len(want) == 0 {
-		t.Fatal("no CRDs in config/crd/bases")
+// TestChartGeneratedFilesAreCurrent: the chart's generated templates are
+// what `make chart-crds` writes from config/ now.
+func TestChartGeneratedFilesAreCurrent(t *testing.T) {
+	tmp := t.TempDir()
+	cmd := exec.Command(filepath.Join("..", "hack", "gen-chart.sh"), tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/gen-chart.sh: %v\n%s", err, out)
 	}
-	base := func(paths []string) []string {
-		var out []string
-		for _, p := range paths {
-			out = append(out, filepath.Base(p))
+	var generated []string
+	err := filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(tmp, p)
+			generated = append(generated, rel)
 		}
-		return out
+		return err
+	})
+	if err != nil || len(generated) == 0 {
+		t.Fatalf("hack/gen-chart.sh generated nothing: %v", err)
 	}
-	if !slices.Equal(base(want), base(have)) {
-		t.Fatalf("charts/scribe/crds has %v, config/crd/bases has %v (run make chart-crds)", base(have), base(want))
-	}
-	for _, p := range want {
-		a, err := os.ReadFile(p)
+	for _, rel := range generated {
+		want, err := os.ReadFile(filepath.Join(tmp, rel))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(p)))
+		have, err := os.ReadFile(filepath.Join(chartDir, rel))
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("charts/scribe/%s: %v (run make chart-crds)", rel, err)
+			continue
 		}
-		if !bytes.Equal(a, b) {
-			t.Errorf("charts/scribe/crds/%s differs from config/crd/bases (run make chart-crds)", filepath.Base(p))
+		if !bytes.Equal(have, want) {
+			t.Errorf("charts/scribe/%s is not what make chart-crds generates (run it)", rel)
+		}
+		if !bytes.Contains(have, []byte("do not edit")) {
+			t.Errorf("charts/scribe/%s does not say it is generated", rel)
 		}
 	}
-	if n := len(load(t).CRDObjects()); n != len(want) {
-		t.Errorf("Helm sees %d CRDs in the chart, want %d", n, len(want))
+	// No stale CRD template of a CRD that config/ no longer has.
+	crds, _ := filepath.Glob(filepath.Join(chartDir, "templates", "crds", "*"))
+	for _, p := range crds {
+		rel, _ := filepath.Rel(chartDir, p)
+		if !slices.Contains(generated, rel) {
+			t.Errorf("charts/scribe/%s is not generated from config/crd/bases (run make chart-crds)", rel)
+		}
 	}
 }
 
 // TestChartRBACMatchesConfig: every ClusterRole of the chart has exactly
-// the rules of its config/rbac counterpart, which controller/rbac_test.go
-// holds to DESIGN.md's "one invariant"; the manager role is generated from
-// config/rbac/role.yaml by `make chart-crds`.
+// the rules and aggregation labels of its config/rbac counterpart, which
+// internal/controller/rbac_test.go holds to DESIGN.md's "one invariant"
+// (the manager's) or to no binding (edit and view).
 func TestChartRBACMatchesConfig(t *testing.T) {
 	counterpart := map[string]string{
 		releaseName + "-manager":        "role.yaml",
 		releaseName + "-metrics-auth":   "metrics_auth_role.yaml",
 		releaseName + "-metrics-reader": "metrics_reader_role.yaml",
+		releaseName + "-edit":           "edit_role.yaml",
+		releaseName + "-view":           "view_role.yaml",
 	}
-	objs := render(t, load(t), nil)
+	objs := render(t, nil)
 	roles := byKind(objs, "ClusterRole")
 	if len(roles) != len(counterpart) {
 		t.Errorf("chart renders %d ClusterRoles, want %d", len(roles), len(counterpart))
+	}
+	aggregation := func(labels map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range labels {
+			if strings.HasPrefix(k, "rbac.authorization.k8s.io/") {
+				out[k] = v
+			}
+		}
+		return out
 	}
 	for _, o := range roles {
 		file, ok := counterpart[o.GetName()]
@@ -175,7 +437,7 @@ func TestChartRBACMatchesConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := yaml.Unmarshal(data, &want); err != nil {
+		if err := yaml.UnmarshalStrict(data, &want); err != nil {
 			t.Fatal(err)
 		}
 		hy, _ := yaml.Marshal(have.Rules)
@@ -183,54 +445,83 @@ func TestChartRBACMatchesConfig(t *testing.T) {
 		if !bytes.Equal(hy, wy) {
 			t.Errorf("ClusterRole %s rules differ from config/rbac/%s (run make chart-crds):\nchart:\n%s\nconfig:\n%s", o.GetName(), file, hy, wy)
 		}
+		if h, w := aggregation(have.Labels), aggregation(want.Labels); !reflect.DeepEqual(h, w) {
+			t.Errorf("ClusterRole %s aggregation labels %v, config/rbac/%s has %v", o.GetName(), h, file, w)
+		}
 	}
 	if len(byKind(objs, "Role")) != 0 {
 		t.Error("namespaced Roles are not expected: the manager ClusterRole grants the Lease")
 	}
+	for _, o := range byKind(objs, "ClusterRoleBinding") {
+		var b rbacv1.ClusterRoleBinding
+		decode(t, o, &b)
+		if b.RoleRef.Name == releaseName+"-edit" || b.RoleRef.Name == releaseName+"-view" {
+			t.Errorf("ClusterRoleBinding %s binds %s, which is only for aggregation", b.Name, b.RoleRef.Name)
+		}
+	}
 }
 
-func TestChartDeploymentDefaults(t *testing.T) {
-	objs := render(t, load(t), nil)
-	deps := byKind(objs, "Deployment")
-	if len(deps) != 1 {
-		t.Fatalf("want one Deployment, have %d", len(deps))
+// TestChartDeploymentMatchesConfigDefault: with the defaults, the manager
+// Deployment the chart renders runs the controller as config/default's does
+// (kustomize build, as `go run ./hack/kbuild config/default`): the same
+// arguments, environment, ports, probes, security contexts, volumes and
+// resources.
+func TestChartDeploymentMatchesConfigDefault(t *testing.T) {
+	chart := deployment(t, render(t, nil))
+	config := configDeployment(t)
+	chartPod, configPod := chart.Spec.Template.Spec, config.Spec.Template.Spec
+	cc, kc := chartPod.Containers[0], configPod.Containers[0]
+	for _, tc := range []struct {
+		what          string
+		chart, config any
+	}{
+		{"container name", cc.Name, kc.Name},
+		{"args", cc.Args, kc.Args},
+		{"env", cc.Env, kc.Env},
+		{"ports", cc.Ports, kc.Ports},
+		{"liveness probe", cc.LivenessProbe, kc.LivenessProbe},
+		{"readiness probe", cc.ReadinessProbe, kc.ReadinessProbe},
+		{"container securityContext", cc.SecurityContext, kc.SecurityContext},
+		{"pod securityContext", chartPod.SecurityContext, configPod.SecurityContext},
+		{"volumes", chartPod.Volumes, configPod.Volumes},
+		{"volume mounts", cc.VolumeMounts, kc.VolumeMounts},
+		{"resources", cc.Resources, kc.Resources},
+		{"image pull policy", cc.ImagePullPolicy, kc.ImagePullPolicy},
+		{"termination grace period", chartPod.TerminationGracePeriodSeconds, configPod.TerminationGracePeriodSeconds},
+		{"replicas", chart.Spec.Replicas, config.Spec.Replicas},
+		{"default-container annotation", chart.Spec.Template.Annotations, config.Spec.Template.Annotations},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			if !reflect.DeepEqual(tc.chart, tc.config) {
+				cy, _ := yaml.Marshal(tc.chart)
+				ky, _ := yaml.Marshal(tc.config)
+				t.Errorf("chart and config/default differ:\nchart:\n%s\nconfig/default:\n%s", cy, ky)
+			}
+		})
 	}
-	var d appsv1.Deployment
-	decode(t, deps[0], &d)
+}
+
+// TestChartDeploymentWiring: the rendered objects refer to each other: the
+// pod runs as the ServiceAccount bound to the manager role, the metrics
+// Service selects the pod and reaches its metrics port.
+func TestChartDeploymentWiring(t *testing.T) {
+	objs := render(t, nil)
+	d := deployment(t, objs)
 	if d.Namespace != releaseNS {
 		t.Errorf("Deployment namespace %q, want the release namespace", d.Namespace)
 	}
 	pod := d.Spec.Template.Spec
-	psc, c := pod.SecurityContext, pod.Containers[0]
-	sc := c.SecurityContext
-	if psc == nil || sc == nil {
-		t.Fatal("no securityContext")
-	}
-	if !isTrue(psc.RunAsNonRoot) || psc.RunAsUser == nil || *psc.RunAsUser != 65532 ||
-		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("pod securityContext %+v is not restricted", psc)
-	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !isTrue(sc.ReadOnlyRootFilesystem) ||
-		!isTrue(sc.RunAsNonRoot) || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Errorf("container securityContext %+v is not restricted", sc)
-	}
-	if c.Image != "ghcr.io/scribe-gitops/scribe:"+load(t).Metadata.AppVersion {
+	if c := pod.Containers[0]; c.Image != "ghcr.io/scribe-gitops/scribe:"+chartAppVersion(t) {
 		t.Errorf("image %q, want the appVersion tag", c.Image)
 	}
-	for _, want := range []string{"controller", "--leader-elect", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081", "--data-dir=/var/lib/scribe"} {
-		if !slices.Contains(c.Args, want) {
-			t.Errorf("args %q lack %s", c.Args, want)
-		}
+	if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("Deployment selector %v does not select its pods %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
 	}
-	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "LOG_LEVEL" && e.Value == "info" }) {
-		t.Error("env lacks LOG_LEVEL=info")
-	}
-
-	var sa corev1.ServiceAccount
 	sas := byKind(objs, "ServiceAccount")
 	if len(sas) != 1 {
 		t.Fatalf("want one ServiceAccount, have %d", len(sas))
 	}
+	var sa corev1.ServiceAccount
 	decode(t, sas[0], &sa)
 	if pod.ServiceAccountName != sa.Name {
 		t.Errorf("pod runs as %q, the chart creates %q", pod.ServiceAccountName, sa.Name)
@@ -248,112 +539,137 @@ func TestChartDeploymentDefaults(t *testing.T) {
 	if !bound {
 		t.Error("no ClusterRoleBinding binds the manager role to the ServiceAccount")
 	}
-
 	svcs := byKind(objs, "Service")
 	if len(svcs) != 1 {
 		t.Fatalf("want one metrics Service, have %d", len(svcs))
 	}
 	var svc corev1.Service
 	decode(t, svcs[0], &svc)
-	for k, v := range svc.Spec.Selector {
-		if d.Spec.Template.Labels[k] != v {
-			t.Errorf("metrics Service selector %s=%s does not match the pod", k, v)
-		}
+	if !selects(svc.Spec.Selector, d.Spec.Template.Labels) {
+		t.Errorf("metrics Service selector %v does not select the pods %v", svc.Spec.Selector, d.Spec.Template.Labels)
 	}
-	if svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].TargetPort.StrVal != "metrics" {
-		t.Errorf("metrics Service ports %+v", svc.Spec.Ports)
+	p := svc.Spec.Ports[0]
+	if p.Port != 8443 || p.Name != "https" || !slices.ContainsFunc(pod.Containers[0].Ports, func(cp corev1.ContainerPort) bool {
+		return cp.Name == p.TargetPort.StrVal && cp.ContainerPort == 8443
+	}) {
+		t.Errorf("metrics Service ports %+v do not reach the container's 8443", svc.Spec.Ports)
 	}
 }
 
-func TestChartValues(t *testing.T) {
-	objs := render(t, load(t), map[string]any{
-		"image":           map[string]any{"repository": "registry.example/scribe", "digest": "sha256:0123"},
-		"logLevel":        "debug",
-		"leaderElect":     false,
-		"watchNamespaces": []any{"flux-system", "apps"},
-		"labelSelector":   "sharding.scribe.dev/key=shard1",
-		"metrics":         map[string]any{"secure": false},
-		"serviceAccount":  map[string]any{"create": false, "name": "existing"},
-	})
+func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	deps := byKind(objs, "Deployment")
+	if len(deps) != 1 {
+		t.Fatalf("want one Deployment, have %d", len(deps))
+	}
 	var d appsv1.Deployment
-	decode(t, byKind(objs, "Deployment")[0], &d)
-	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != "registry.example/scribe@sha256:0123" {
-		t.Errorf("image %q", c.Image)
-	}
-	for _, want := range []string{"--watch-namespaces=flux-system,apps", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false"} {
-		if !slices.Contains(c.Args, want) {
-			t.Errorf("args %q lack %s", c.Args, want)
-		}
-	}
-	if slices.Contains(c.Args, "--leader-elect") {
-		t.Error("leaderElect=false still passes --leader-elect")
-	}
-	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "LOG_LEVEL" && e.Value == "debug" }) {
-		t.Error("env lacks LOG_LEVEL=debug")
-	}
-	if d.Spec.Template.Spec.ServiceAccountName != "existing" || len(byKind(objs, "ServiceAccount")) != 0 {
-		t.Error("serviceAccount.create=false must use serviceAccount.name and create none")
-	}
-	for _, o := range byKind(objs, "ClusterRole") {
-		if strings.Contains(o.GetName(), "metrics") {
-			t.Errorf("metrics.secure=false still creates %s", o.GetName())
-		}
-	}
+	decode(t, deps[0], &d)
+	return &d
 }
 
-func isTrue(b *bool) bool { return b != nil && *b }
-
-// TestChartPassesServerSideDryRunApply installs the chart's CRDs into a
-// real kube-apiserver (as Helm does first) and dry-run applies every
-// rendered object into a namespace that enforces the "restricted" Pod
-// Security Standard, failing on any warning.
-func TestChartPassesServerSideDryRunApply(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "crds")},
-		ErrorIfCRDPathMissing: true,
-		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: time.Minute},
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	var warnings []string
-	cfg.WarningHandlerWithContext = warningFunc(func(text string) { warnings = append(warnings, text) })
-	c, err := client.New(cfg, client.Options{})
+// configDeployment builds config/default with kustomize (the API
+// hack/kbuild runs) and returns its Deployment.
+func configDeployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("..", "config", "default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted",
-		"pod-security.kubernetes.io/warn":    "restricted",
-	}}}
-	if err := c.Create(ctx, ns); err != nil {
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
+	if err != nil {
+		t.Fatalf("kustomize build config/default: %v", err)
+	}
+	data, err := res.AsYaml()
+	if err != nil {
 		t.Fatal(err)
 	}
-	var crds apiextensionsv1.CustomResourceDefinitionList
-	if err := c.List(ctx, &crds); err != nil || len(crds.Items) == 0 {
-		t.Fatalf("chart CRDs not installed: %v", err)
+	objs, err := decodeAll(data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	objs := render(t, load(t), nil)
-	for _, o := range objs {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
-			t.Errorf("server-side dry-run apply of %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-		}
-	}
-	if len(warnings) > 0 {
-		t.Errorf("the apiserver warned: %q", warnings)
-	}
-	t.Logf("%d rendered objects and %d CRDs accepted", len(objs), len(crds.Items))
+	return deployment(t, objs)
 }
 
-type warningFunc func(text string)
+func podDisruptionBudget(t *testing.T, objs []*unstructured.Unstructured) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	pdbs := byKind(objs, "PodDisruptionBudget")
+	if len(pdbs) != 1 {
+		t.Fatalf("want one PodDisruptionBudget, have %d", len(pdbs))
+	}
+	var pdb policyv1.PodDisruptionBudget
+	decode(t, pdbs[0], &pdb)
+	d := deployment(t, objs)
+	if pdb.Spec.Selector == nil || !selects(pdb.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("PDB selector %v does not select the pods %v", pdb.Spec.Selector, d.Spec.Template.Labels)
+	}
+	if pdb.Namespace != releaseNS {
+		t.Errorf("PDB in namespace %q", pdb.Namespace)
+	}
+	return &pdb
+}
 
-func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	f(text)
+// serviceMonitorEndpoint returns the only endpoint of the only
+// ServiceMonitor.
+func serviceMonitorEndpoint(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	sms := byKind(objs, "ServiceMonitor")
+	if len(sms) != 1 {
+		t.Fatalf("want one ServiceMonitor, have %d", len(sms))
+	}
+	if sms[0].GetAPIVersion() != "monitoring.coreos.com/v1" {
+		t.Errorf("ServiceMonitor apiVersion %s", sms[0].GetAPIVersion())
+	}
+	eps, _, _ := unstructured.NestedSlice(sms[0].Object, "spec", "endpoints")
+	if len(eps) != 1 {
+		t.Fatalf("endpoints %v", eps)
+	}
+	return eps[0].(map[string]any)
+}
+
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.AppVersion
+}
+
+func selects(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// lineDiff lists the lines of a missing from b and of b missing from a,
+// enough to find a drift.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range al {
+		if !slices.Contains(bl, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	for _, l := range bl {
+		if !slices.Contains(al, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	if len(out) > 40 {
+		out = append(out[:40], "…")
+	}
+	return strings.Join(out, "\n")
 }

@@ -180,7 +180,7 @@ func TestDefaultDeploymentIsRestricted(t *testing.T) {
 	if len(c.Args) == 0 || c.Args[0] != "controller" {
 		t.Errorf("args %q do not start with the controller subcommand", c.Args)
 	}
-	for _, want := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--data-dir=/var/lib/scribe"} {
+	for _, want := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081", "--data-dir=/var/lib/scribe", "--log-encoding=json"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -260,6 +260,59 @@ func TestDefaultDeploymentIsRestricted(t *testing.T) {
 	}
 	if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 		t.Errorf("Deployment selector %v does not match its template labels %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+	}
+}
+
+// TestDefaultUserRolesAggregateIntoBuiltInRoles: config/default carries
+// scribe-edit and scribe-view, which the API server aggregates into the
+// built-in admin, edit and view ClusterRoles, so namespace users manage
+// (edit) or read (view) Scribe's four kinds; they grant nothing else.
+func TestDefaultUserRolesAggregateIntoBuiltInRoles(t *testing.T) {
+	resources := []string{"experiments", "pipelines", "repositories", "workloads"}
+	objs := build(t)
+	for _, tc := range []struct {
+		role      string
+		aggregate []string
+		resources []string
+		verbs     []string
+	}{
+		{"scribe-edit", []string{"admin", "edit"}, resources, []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}},
+		{"scribe-view", []string{"view"}, []string{
+			"experiments", "experiments/status", "pipelines", "pipelines/status",
+			"repositories", "repositories/status", "workloads", "workloads/status",
+		}, []string{"get", "list", "watch"}},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			var role rbacv1.ClusterRole
+			find(t, objs, "ClusterRole", "", tc.role, &role)
+			for _, a := range tc.aggregate {
+				if l := "rbac.authorization.k8s.io/aggregate-to-" + a; role.Labels[l] != "true" {
+					t.Errorf("labels %v lack %s=true", role.Labels, l)
+				}
+			}
+			var granted []string
+			for _, r := range role.Rules {
+				if !slices.Equal(r.APIGroups, []string{"scribe.dev"}) || len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+					t.Errorf("rule %+v reaches beyond scribe.dev's resources", r)
+				}
+				if !slices.Equal(r.Verbs, tc.verbs) {
+					t.Errorf("rule %+v: verbs %q, want %q", r, r.Verbs, tc.verbs)
+				}
+				granted = append(granted, r.Resources...)
+			}
+			slices.Sort(granted)
+			if !slices.Equal(granted, tc.resources) {
+				t.Errorf("resources %q, want %q", granted, tc.resources)
+			}
+		})
+	}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+			continue
+		}
+		if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); ref == "scribe-edit" || ref == "scribe-view" {
+			t.Errorf("%s %s binds %s, which is only for aggregation", o.GetKind(), o.GetName(), ref)
+		}
 	}
 }
 

@@ -58,6 +58,7 @@ type controllerFlags struct {
 	kubeconfig              string
 	kubeAPIQPS              float32
 	kubeAPIBurst            int
+	logEncoding             string
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -80,6 +81,9 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "client-side limit of queries per second to the API server; unset, there is none when the API server has priority and fairness (the default), and 50 otherwise")
 	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps; unset, none with priority and fairness, 300 otherwise")
+	// The flag of Flux's controllers (fluxcd/pkg/runtime/logger); the level
+	// stays LOG_LEVEL.
+	fl.StringVar(&f.logEncoding, "log-encoding", "json", "log encoding: json (one JSON object a line) or console (human-readable)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 }
 
@@ -171,6 +175,9 @@ func (f *controllerFlags) check() error {
 			problems = append(problems, fmt.Sprintf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
 		}
 	}
+	if f.logEncoding != "json" && f.logEncoding != "console" {
+		problems = append(problems, fmt.Sprintf("--log-encoding must be json or console, not %q", f.logEncoding))
+	}
 	if f.leaderElectionID == "" && f.leaderElect {
 		problems = append(problems, "--leader-election-id must not be empty with --leader-elect")
 	}
@@ -200,7 +207,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		return bad(fmt.Errorf("--data-dir: %w", err))
 	}
 
-	log := newLogger(cmd.ErrOrStderr(), level)
+	log := newLogger(cmd.ErrOrStderr(), level, f.logEncoding)
 	// The manager and its controllers log through log (Options.Logger),
 	// not only through controller-runtime's global logger: SetLogger
 	// takes effect only once per process, and not at all once
@@ -281,9 +288,14 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 	return nil
 }
 
-// newLogger logs JSON lines at level and above to w.
-func newLogger(w io.Writer, level zapcore.Level) logr.Logger {
-	return zap.New(zap.WriteTo(w), zap.UseDevMode(false), zap.Level(level))
+// newLogger logs at level and above to w: JSON lines, or with encoding
+// "console" tab-separated human-readable lines.
+func newLogger(w io.Writer, level zapcore.Level, encoding string) logr.Logger {
+	opts := []zap.Opts{zap.WriteTo(w), zap.UseDevMode(false), zap.Level(level)}
+	if encoding == "console" {
+		opts = append(opts, zap.ConsoleEncoder())
+	}
+	return zap.New(opts...)
 }
 
 // restConfig loads --kubeconfig, or else what ctrl.GetConfig finds

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -66,6 +67,38 @@ func TestControllerLogLevels(t *testing.T) {
 	}
 }
 
+// TestControllerLogEncodings: --log-encoding json (the default) writes one
+// JSON object a line, console a human-readable line; both keep LOG_LEVEL's
+// threshold.
+func TestControllerLogEncodings(t *testing.T) {
+	for _, tc := range []struct {
+		encoding string
+		json     bool
+		want     string
+	}{
+		{"json", true, `"msg":"reconciled"`},
+		{"console", false, "INFO\treconciled\t{\"workload\": \"shop/checkout\"}"},
+	} {
+		t.Run(tc.encoding, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := newLogger(&buf, zapcore.InfoLevel, tc.encoding)
+			log.Info("reconciled", "workload", "shop/checkout")
+			log.V(1).Info("debug line, below the level")
+			out := strings.TrimSpace(buf.String())
+			if strings.Count(out, "\n") != 0 {
+				t.Fatalf("want one line at info, have:\n%s", out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("line %q lacks %q", out, tc.want)
+			}
+			var obj map[string]any
+			if isJSON := json.Unmarshal([]byte(out), &obj) == nil; isJSON != tc.json {
+				t.Errorf("line %q: JSON %v, want %v", out, isJSON, tc.json)
+			}
+		})
+	}
+}
+
 // TestControllerRejectsBadFlags: every flag error exits 2 and names the
 // flag before the cluster is contacted (the kubeconfig does not exist).
 func TestControllerRejectsBadFlags(t *testing.T) {
@@ -86,6 +119,7 @@ func TestControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--watched-poll-interval", "0s"}, "--watched-poll-interval"},
 		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"--kube-api-burst", "-5"}, "--kube-api-burst"},
+		{[]string{"--log-encoding", "text"}, "--log-encoding"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append([]string{"controller", "--kubeconfig", missing, "--data-dir", t.TempDir()}, tc.args...)
