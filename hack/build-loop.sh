@@ -72,7 +72,10 @@ build_kwok() {
   chmod u+w "$BIN"/kwok-stages/*.yaml
 }
 
+# `build-loop.sh kwok` builds only kwok (a loop without an applier).
 build_kwok
-build_flux kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION"
-build_flux source-controller "$SOURCE_CONTROLLER_VERSION"
+if [[ "${1:-}" != kwok ]]; then
+  build_flux kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION"
+  build_flux source-controller "$SOURCE_CONTROLLER_VERSION"
+fi
 echo "$BIN"

@@ -62,7 +62,7 @@ func TestUnescapeMountReadsMountinfoOctalEscapes(t *testing.T) {
 // simulated node would show.
 func TestLoopRealNodeRunsPodsWhoseReadinessIsReal(t *testing.T) {
 	skipWithoutLoop(t)
-	s := StartOpts(t, StackOptions{RealNode: true})
+	s := StartOpts(t, StackOptions{RealNode: true, ControlPlaneOnly: true})
 	ctx := context.Background()
 	image := s.Node.Registry + "/" + pauseImage
 	pod := func(name string, probe *corev1.Probe) *corev1.Pod {

@@ -75,7 +75,8 @@ type Stack struct {
 	inCluster bool
 	// podLogs is the real node's pod log folder for this loop (kept
 	// with the loop's logs).
-	podLogs string
+	podLogs          string
+	controlPlaneOnly bool
 	env     *envtest.Environment
 	mu      sync.Mutex // guards procs, named and metrics
 	procs   []*exec.Cmd
@@ -227,6 +228,10 @@ type StackOptions struct {
 	// containerd, runc) instead of kwok: readiness, restarts and probes
 	// are real. Loops on the real node run one at a time.
 	RealNode bool
+	// ControlPlaneOnly starts the control plane, kwok and the node only:
+	// no applier, git server, gateway, catalog or registry (tests of the
+	// node itself).
+	ControlPlaneOnly bool
 }
 
 // StartOpts boots the stack as opts say; t.Cleanup stops it.
@@ -235,7 +240,7 @@ func StartOpts(t testing.TB, opts StackOptions) *Stack {
 	if opts.Applier == "" {
 		opts.Applier = scribev1.ApplierFlux
 	}
-	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier}
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly}
 	if opts.RealNode {
 		// Before the loop's own cleanups: the node is released after the
 		// loop has stopped.
@@ -272,7 +277,11 @@ func (s *Stack) start(t testing.TB) error {
 	if err != nil {
 		return err
 	}
-	loop, err := buildDir(s.logf, "build-loop.sh")
+	loopArgs := []string{}
+	if s.controlPlaneOnly {
+		loopArgs = append(loopArgs, "kwok")
+	}
+	loop, err := buildDir(s.logf, "build-loop.sh", loopArgs...)
 	if err != nil {
 		return err
 	}
@@ -282,12 +291,13 @@ func (s *Stack) start(t testing.TB) error {
 	if err != nil {
 		return err
 	}
+	if !s.controlPlaneOnly {
+		// Flux's CRDs, from the controllers' modules.
+		gatewayAPI = append(gatewayAPI, filepath.Join(loop, "crds"))
+	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: cp,
-		CRDDirectoryPaths: append([]string{
-			filepath.Join(repoRoot(), "config", "crd", "bases"),
-			filepath.Join(loop, "crds"),
-		}, gatewayAPI...),
+		CRDDirectoryPaths: append([]string{filepath.Join(repoRoot(), "config", "crd", "bases")}, gatewayAPI...),
 		ErrorIfCRDPathMissing: true,
 		// Bounded, so Ctrl-C never waits long for a graceful apiserver.
 		ControlPlaneStopTimeout: 15 * time.Second,
@@ -363,8 +373,10 @@ func (s *Stack) start(t testing.TB) error {
 			return err
 		}
 	}
-	if err := s.startRest(ctx, t); err != nil {
-		return err
+	if !s.controlPlaneOnly {
+		if err := s.startRest(ctx, t); err != nil {
+			return err
+		}
 	}
 	s.logf("the loop is up in %s; kubeconfig %s", time.Since(start).Round(time.Millisecond), s.Kubeconfig)
 	return nil
