@@ -27,9 +27,14 @@ E2E_APPLIERS ?=
 # appliers, so they overlap well on two cores.
 E2E_PARALLEL ?= 3
 
-# Upstream CRDs (tests, schemas): an offline mirror with one folder per
-# project, ../shared/crds beside the repository when it exists; otherwise the
-# pinned modules from the Go module proxy (internal/crds).
+# Upstream CRDs (tests, schemas; internal/crds): the repository carries those
+# of the projects the Go module proxy does not serve (internal/crds/upstream),
+# so a clone runs every test on its own; the others come from the pinned
+# modules through the proxy. SCRIBE_CRDS_DIR, an offline mirror with one
+# folder per project (../shared/crds beside the repository when it exists),
+# is optional: it serves the proxy's projects without the network, a test
+# checks that it holds the same bytes as the repository's copies, and
+# `make refresh-crds` copies from it.
 REPO_ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 SCRIBE_CRDS_DIR ?= $(abspath $(wildcard $(REPO_ROOT)/../shared/crds))
 
@@ -169,13 +174,18 @@ generate: $(CONTROLLER_GEN) $(CUE) ## Generate deepcopy functions, the CUE defin
 	go test ./render -run '^TestEmbeddedSchemaChecks$$' -count=1 -update
 
 .PHONY: schemas
-schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and the upstream CRDs (needs SCRIBE_CRDS_DIR, see README), and the compiled schema checks.
+schemas: $(CUE) ## Regenerate the CUE schemas in schemas/ from k8s.io/api and the upstream CRDs (internal/crds), and the compiled schema checks.
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" CUE=$(CUE) hack/gen-schemas.sh
 	go test ./render -run '^TestEmbeddedSchemaChecks$$' -count=1 -update
 
 .PHONY: node-packages
 node-packages: ## Install the Debian packages of the real node when missing (containerd, runc, CNI plugins, iptables, conntrack; needs root, says what it installs).
 	hack/node-packages.sh
+
+.PHONY: refresh-crds
+refresh-crds: ## Refresh the upstream CRDs the repository carries (internal/crds/upstream) from the mirror in SCRIBE_CRDS_DIR, checking every file first; `go run ./hack/crds -h` for git sources.
+	@test -n "$(SCRIBE_CRDS_DIR)" || { echo "refresh-crds: set SCRIBE_CRDS_DIR to an offline mirror (one folder per project)" >&2; exit 1; }
+	go run ./hack/crds -from-mirror "$(SCRIBE_CRDS_DIR)"
 
 .PHONY: envtest-assets
 envtest-assets: ## Build etcd and kube-apiserver from the Go module proxy into the cache (once per version).

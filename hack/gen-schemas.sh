@@ -2,11 +2,13 @@
 # Regenerates schemas/: CUE definitions of every kind Scribe renders.
 #   - Kubernetes core kinds from the Go API types (k8s.io/api, via `cue get go`)
 #   - CRD kinds from the upstream CRDs (via `cue get crd`), found by
-#     `go run ./hack/crds` like every test finds them: the offline mirror in
-#     SCRIBE_CRDS_DIR first, else the pinned module in the Go module cache.
-#     They are read in place, never copied into the repository. Projects the
-#     Go module proxy does not serve (flux-helm, argo-workflows, testkube)
-#     need the mirror; without it the script stops before changing anything.
+#     `go run ./hack/crds` like every test finds them: the repository's
+#     copies (internal/crds/upstream) of the projects the Go module proxy
+#     does not serve (flux-helm, argo-workflows, testkube), else the offline
+#     mirror in SCRIBE_CRDS_DIR, else the pinned module in the Go module
+#     cache, and checked (-check: one CRD per file, the kinds the table in
+#     internal/crds lists). They are read in place. If one cannot be found
+#     or fails its check, the script stops before changing anything.
 # Hand-written definitions (kinds without a usable upstream CRD) live in
 # schemas/ under files named *_handwritten.cue and are left alone.
 set -euo pipefail
@@ -19,7 +21,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # 0. Find every upstream CRD file first, so a missing project changes nothing.
 CRDS="$TMP/crds.txt"
-(cd "$ROOT" && go run ./hack/crds flux-source flux-kustomize flux-helm argocd argo-workflows \
+(cd "$ROOT" && go run ./hack/crds -check flux-source flux-kustomize flux-helm argocd argo-workflows \
   keda gateway-api cluster-api capg testkube) > "$CRDS"
 
 # crd_file NAME prints the path of the upstream CRD file named NAME.

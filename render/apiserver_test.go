@@ -26,9 +26,10 @@ import (
 )
 
 // upstreamCRDs returns the CRD files of every upstream project Scribe
-// renders for that can be found, and the kinds of those that cannot (not
-// served by the Go module proxy, no SCRIBE_CRDS_DIR mirror): objects of those
-// kinds are checked only against their CUE schema.
+// renders for that can be found, and the kinds of those that cannot (only
+// when the repository's copies cannot be located, see internal/crds, and
+// not under SCRIBE_CRDS_REQUIRED=1): objects of those kinds are checked only
+// against their CUE schema.
 func upstreamCRDs(t *testing.T) (files []string, unchecked map[string]string) {
 	t.Helper()
 	files, missing := crdstest.Available(t, crds.Names()...)
@@ -155,7 +156,7 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 		t.Errorf("only %d objects checked", checked)
 	}
 	if len(skipped) > 0 {
-		t.Logf("kinds whose upstream CRDs were not found, checked only against their CUE schema (set %s to a mirror to check them): %v", crds.EnvDir, skipped)
+		t.Logf("kinds whose upstream CRDs were not found, checked only against their CUE schema (run inside the repository, where %s holds them): %v", crds.RepoFolder, skipped)
 	}
 	t.Logf("%d objects accepted by the apiserver", checked)
 }

@@ -1,7 +1,7 @@
 // Package schemas embeds the CUE definitions of every kind Scribe renders:
 // generated from k8s.io/api and Scribe's own render contract (`cue get go`,
-// `make generate`) and from the upstream CRDs in
-// ../shared/crds (`cue get crd`) by `make schemas`, plus hand-written
+// `make generate`) and from the upstream CRDs that internal/crds finds
+// (`cue get crd`) by `make schemas`, plus hand-written
 // *_handwritten.cue files for kinds without a usable upstream CRD. The render
 // mounts this tree as the CUE module's cue.mod/gen.
 package schemas

@@ -32,9 +32,10 @@ import (
 
 // expInstallCRDs installs upstream CRDs, named "<project>/<file>" (see
 // internal/crds), that the package's envtest does not install: Argo
-// Workflows' Workflow, Testkube's CRDs and Cluster API's Cluster. A test
-// whose CRD cannot be found (Argo Workflows and Testkube need
-// SCRIBE_CRDS_DIR) is skipped. Installing is idempotent.
+// Workflows' Workflow, Testkube's CRDs and Cluster API's Cluster (the
+// repository carries the first two, the Go module proxy serves the third).
+// A test whose CRD cannot be found is skipped, or fails under
+// SCRIBE_CRDS_REQUIRED=1 (package crdstest). Installing is idempotent.
 func expInstallCRDs(t *testing.T, f *fixture, crds ...string) {
 	t.Helper()
 	paths := make([]string, 0, len(crds))

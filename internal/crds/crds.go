@@ -4,16 +4,25 @@
 //
 // A project is looked up, in order:
 //
-//  1. in the offline mirror named by SCRIBE_CRDS_DIR, when it is set: an
+//  1. in the repository, for the projects the Go module proxy does not serve
+//     (Project.Module is ""): their files are kept, byte for byte and under
+//     their upstream names, in internal/crds/upstream/<Project.Mirror>/
+//     (RepoFolder; see its SOURCES.md). When the repository carries a
+//     project, it is the only place the project is read from: the files are
+//     the ones the commit pins, whatever machine runs the tests;
+//  2. in the offline mirror named by SCRIBE_CRDS_DIR, when it is set: an
 //     absolute path to a folder with one subfolder per project
 //     (Project.Mirror) holding the upstream files under their upstream names;
-//  2. in the Go module cache, at the version pinned in Projects(), for the
+//  3. in the Go module cache, at the version pinned in Projects(), for the
 //     projects the Go module proxy serves (`go mod download` fetches the
 //     module once and verifies its hash).
 //
-// A project found in neither is unavailable (*UnavailableError). Tests skip
-// on that, naming SCRIBE_CRDS_DIR, unless SCRIBE_CRDS_REQUIRED=1 (see
-// package crdstest).
+// A project found nowhere is unavailable (*UnavailableError): that happens
+// only when the repository's copies cannot be located (a test binary run
+// outside the repository) and no mirror has the project. Tests skip on that
+// unless SCRIBE_CRDS_REQUIRED=1 (see package crdstest). The mirror must hold
+// the same bytes as the repository; a test of this package compares them
+// when SCRIBE_CRDS_DIR is set.
 package crds
 
 import (
@@ -31,11 +40,20 @@ import (
 
 const (
 	// EnvDir names an offline mirror of the upstream CRDs; it takes
-	// precedence over the Go module cache.
+	// precedence over the Go module cache (the repository's own copies take
+	// precedence over it).
 	EnvDir = "SCRIBE_CRDS_DIR"
 	// EnvRequired, set to 1, turns a test's skip for an unavailable project
 	// into a failure (CI sets it).
 	EnvRequired = "SCRIBE_CRDS_REQUIRED"
+
+	// RepoFolder is the folder, relative to the module root, that holds
+	// the CRD files of the projects the Go module proxy does not serve, one
+	// subfolder per project (Project.Mirror), laid out like a mirror.
+	RepoFolder = "internal/crds/upstream"
+
+	// modulePath is the module whose root holds RepoFolder.
+	modulePath = "github.com/scribe-gitops/scribe"
 )
 
 // Module is a module version in the local module cache.
@@ -49,8 +67,12 @@ type Module struct {
 // DownloadFunc puts module@version in the module cache and says where.
 type DownloadFunc func(ctx context.Context, module, version string) (Module, error)
 
-// Resolver finds CRD files in Mirror, else through Download.
+// Resolver finds CRD files in Repo, else in Mirror, else through Download.
 type Resolver struct {
+	// Repo is the absolute path of the repository's copies (RepoFolder in
+	// the module root), or "" for none. A project it carries (one without
+	// a Module) is read from there only.
+	Repo string
 	// Mirror is an absolute path to an offline mirror, or "" for none.
 	Mirror string
 	// Download fetches a module; nil means no module is fetched (only the
@@ -58,18 +80,21 @@ type Resolver struct {
 	Download DownloadFunc
 }
 
-// UnavailableError names the projects found neither in the mirror nor in the
-// module cache (the Go module proxy does not serve them).
+// UnavailableError names the projects found nowhere: the Go module proxy
+// does not serve them, the repository's copies were not located and no
+// mirror has them.
 type UnavailableError struct {
 	Projects []string
 }
 
 func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("upstream CRDs of %s not found: the Go module proxy does not serve them; set %s to an offline mirror with one folder per project",
-		strings.Join(e.Projects, ", "), EnvDir)
+	return fmt.Sprintf("upstream CRDs of %s not found: the Go module proxy does not serve them and the repository's copies (%s) were not found; run inside the repository, or set %s to an offline mirror with one folder per project",
+		strings.Join(e.Projects, ", "), RepoFolder, EnvDir)
 }
 
-// FromEnv returns the resolver the environment asks for: the mirror in
+// FromEnv returns the resolver the environment asks for: the repository's
+// copies of the module holding the working directory (tests run in their
+// package's folder, `go run ./hack/crds` in the repository), the mirror in
 // SCRIBE_CRDS_DIR (which must be absolute, since tests run in their package's
 // folder) and `go mod download`.
 func FromEnv() (Resolver, error) {
@@ -77,7 +102,54 @@ func FromEnv() (Resolver, error) {
 	if dir != "" && !filepath.IsAbs(dir) {
 		return Resolver{}, fmt.Errorf("%s=%q: want an absolute path (tests run in their package's folder)", EnvDir, dir)
 	}
-	return Resolver{Mirror: dir, Download: GoModDownload}, nil
+	wd, err := os.Getwd()
+	if err != nil {
+		return Resolver{}, fmt.Errorf("find the repository's CRDs: %w", err)
+	}
+	repo, err := FindRepo(wd)
+	if err != nil {
+		return Resolver{}, err
+	}
+	return Resolver{Repo: repo, Mirror: dir, Download: GoModDownload}, nil
+}
+
+// FindRepo returns the absolute path of RepoFolder in the Scribe module that
+// holds dir: the nearest of dir and its parents whose go.mod declares the
+// module (another module's go.mod on the way is passed over). It returns ""
+// when dir is in no Scribe module.
+func FindRepo(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("find the repository's CRDs from %s: %w", dir, err)
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		switch {
+		case err == nil:
+			if goModModule(data) == modulePath {
+				return filepath.Join(d, filepath.FromSlash(RepoFolder)), nil
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("find the repository's CRDs: %w", err)
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", nil
+		}
+		d = parent
+	}
+}
+
+// goModModule returns the module path a go.mod declares, or "".
+func goModModule(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		fields := strings.Fields(line)
+		if len(fields) == 2 && fields[0] == "module" {
+			return strings.Trim(fields[1], "\"`")
+		}
+	}
+	return ""
 }
 
 // Files is FromEnv().Files.
@@ -96,6 +168,11 @@ func Files(ctx context.Context, projects ...string) ([]string, error) {
 // returns the files of the others together with an *UnavailableError naming
 // them; any other error returns no files.
 func (r Resolver) Files(ctx context.Context, projects ...string) ([]string, error) {
+	if r.Repo != "" {
+		if st, err := os.Stat(r.Repo); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("the repository's CRDs %s: not a directory", r.Repo)
+		}
+	}
 	if r.Mirror != "" {
 		if st, err := os.Stat(r.Mirror); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("%s=%s: not a directory", EnvDir, r.Mirror)
@@ -132,6 +209,15 @@ func (r Resolver) Files(ctx context.Context, projects ...string) ([]string, erro
 // dir returns the folder holding every one of p's files, or "" when p is
 // found nowhere.
 func (r Resolver) dir(ctx context.Context, p Project) (string, error) {
+	if p.InRepo() && r.Repo != "" {
+		// The repository carries the project: read it from there only, so
+		// that every machine tests the same bytes.
+		dir := filepath.Join(r.Repo, p.Mirror)
+		if err := hasFiles(dir, p.Files); err != nil {
+			return "", fmt.Errorf("the repository's copy %s: %w", dir, err)
+		}
+		return dir, nil
+	}
 	if r.Mirror != "" {
 		dir := filepath.Join(r.Mirror, p.Mirror)
 		_, err := os.Stat(dir)

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 )
 
 func project(t *testing.T, name string) Project {
@@ -66,14 +64,17 @@ func TestResolverFiles(t *testing.T) {
 
 	tests := []struct {
 		name string
+		// repo lays out the repository's copies; nil means none.
+		repo func(t *testing.T, dir string)
 		// mirror lays out the mirror; nil means no mirror.
 		mirror func(t *testing.T, dir string)
 		// modules lays out the module cache.
 		modules func(t *testing.T, dir string)
 		sums    map[string]string
 		ask     []string
-		// want are the wanted files, relative to the mirror ("mirror/...")
-		// or to the module cache ("modules/...").
+		// want are the wanted files, relative to the repository's copies
+		// ("repo/..."), the mirror ("mirror/...") or the module cache
+		// ("modules/...").
 		want      []string
 		wantCalls []string
 		// wantMissing are the projects of the *UnavailableError.
@@ -114,7 +115,43 @@ func TestResolverFiles(t *testing.T) {
 			wantCalls: []string{"github.com/kedacore/keda/v2@v2.21.0"},
 		},
 		{
-			name: "a project the proxy does not serve is found only in the mirror",
+			name: "a project the proxy does not serve comes from the repository, before the mirror",
+			repo: func(t *testing.T, dir string) {
+				writeFiles(t, filepath.Join(dir, "argo-workflows"), argoWorkflows.Files)
+				writeFiles(t, filepath.Join(dir, "flux"), fluxHelm.Files)
+			},
+			mirror: func(t *testing.T, dir string) {
+				writeFiles(t, filepath.Join(dir, "argo-workflows"), argoWorkflows.Files)
+				writeFiles(t, filepath.Join(dir, "flux"), append(slices.Clone(fluxSource.Files), fluxHelm.Files...))
+			},
+			ask:  []string{"argo-workflows", "flux-helm"},
+			want: append(prefixed("repo/argo-workflows/", argoWorkflows.Files), prefixed("repo/flux/", fluxHelm.Files)...),
+		},
+		{
+			name: "a project the proxy serves is never read from the repository, even from a folder it shares",
+			repo: func(t *testing.T, dir string) {
+				writeFiles(t, filepath.Join(dir, "flux"), append(slices.Clone(fluxSource.Files), fluxHelm.Files...))
+			},
+			modules: func(t *testing.T, dir string) {
+				writeFiles(t, filepath.Join(dir, "github.com/fluxcd/source-controller@v1.9.6", fluxSource.Path), fluxSource.Files)
+			},
+			ask:       []string{"flux-source"},
+			want:      prefixed("modules/github.com/fluxcd/source-controller@v1.9.6/config/crd/bases/", fluxSource.Files),
+			wantCalls: []string{"github.com/fluxcd/source-controller@v1.9.6"},
+		},
+		{
+			name: "a repository copy that lacks one of the project's files is an error, not a fallback to the mirror",
+			repo: func(t *testing.T, dir string) {
+				writeFiles(t, filepath.Join(dir, "argo-workflows"), argoWorkflows.Files[1:])
+			},
+			mirror: func(t *testing.T, dir string) {
+				writeFiles(t, filepath.Join(dir, "argo-workflows"), argoWorkflows.Files)
+			},
+			ask:     []string{"argo-workflows"},
+			wantErr: "the repository's copy",
+		},
+		{
+			name: "without the repository's copies a project the proxy does not serve is found in the mirror",
 			mirror: func(t *testing.T, dir string) {
 				writeFiles(t, filepath.Join(dir, "argo-workflows"), argoWorkflows.Files)
 			},
@@ -122,7 +159,7 @@ func TestResolverFiles(t *testing.T) {
 			want: prefixed("mirror/argo-workflows/", argoWorkflows.Files),
 		},
 		{
-			name: "a project the proxy does not serve and no mirror holds is unavailable, the others still resolve",
+			name: "a project the proxy does not serve that neither the repository nor a mirror holds is unavailable, the others still resolve",
 			modules: func(t *testing.T, dir string) {
 				writeFiles(t, filepath.Join(dir, "github.com/kedacore/keda/v2@v2.21.0", keda.Path), keda.Files)
 			},
@@ -169,6 +206,13 @@ func TestResolverFiles(t *testing.T) {
 			root := t.TempDir()
 			var calls []string
 			r := Resolver{Download: fakeModules(t, filepath.Join(root, "modules"), tc.sums, &calls)}
+			if tc.repo != nil {
+				r.Repo = filepath.Join(root, "repo")
+				if err := os.MkdirAll(r.Repo, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				tc.repo(t, r.Repo)
+			}
 			if tc.mirror != nil {
 				r.Mirror = filepath.Join(root, "mirror")
 				if err := os.MkdirAll(r.Mirror, 0o755); err != nil {
@@ -197,8 +241,8 @@ func TestResolverFiles(t *testing.T) {
 				if !slices.Equal(unavailable.Projects, tc.wantMissing) {
 					t.Errorf("missing = %v, want %v", unavailable.Projects, tc.wantMissing)
 				}
-				if !strings.Contains(err.Error(), EnvDir) {
-					t.Errorf("%q does not name %s", err, EnvDir)
+				if !strings.Contains(err.Error(), EnvDir) || !strings.Contains(err.Error(), RepoFolder) {
+					t.Errorf("%q does not name %s and %s", err, EnvDir, RepoFolder)
 				}
 			case err != nil:
 				t.Fatal(err)
@@ -225,8 +269,13 @@ func prefixed(prefix string, files []string) []string {
 	return out
 }
 
-func TestFromEnvReadsTheMirrorFolder(t *testing.T) {
+func TestFromEnvReadsTheMirrorFolderAndFindsTheRepository(t *testing.T) {
 	abs := t.TempDir()
+	// Tests run in their package's folder: internal/crds.
+	repo, err := filepath.Abs("upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name       string
 		env        string
@@ -244,38 +293,61 @@ func TestFromEnvReadsTheMirrorFolder(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
-			if err == nil && r.Mirror != tc.wantMirror {
+			if err != nil {
+				return
+			}
+			if r.Mirror != tc.wantMirror {
 				t.Errorf("Mirror = %q, want %q", r.Mirror, tc.wantMirror)
+			}
+			if r.Repo != repo {
+				t.Errorf("Repo = %q, want %q", r.Repo, repo)
 			}
 		})
 	}
 }
 
-func TestResolverRefusesAMirrorThatIsNotAFolder(t *testing.T) {
-	r := Resolver{Mirror: filepath.Join(t.TempDir(), "absent")}
-	if _, err := r.Files(context.Background(), "keda"); err == nil || !strings.Contains(err.Error(), EnvDir) {
-		t.Fatalf("err = %v, want one naming %s", err, EnvDir)
+func TestResolverRefusesFoldersThatAreNotFolders(t *testing.T) {
+	absent := filepath.Join(t.TempDir(), "absent")
+	tests := []struct {
+		name    string
+		r       Resolver
+		wantErr string
+	}{
+		{name: "a mirror", r: Resolver{Mirror: absent}, wantErr: EnvDir},
+		{name: "the repository's copies", r: Resolver{Repo: absent}, wantErr: "the repository's CRDs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.r.Files(context.Background(), "keda"); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
 	}
 }
 
 // TestProjectsTableIsWellFormed: unique names and file names (hack/gen-schemas.sh
 // finds a file by its name), a module always with its hash, version and path,
-// and kinds for every project.
+// a project the repository carries with its upstream commit and path, and
+// one kind per file.
 func TestProjectsTableIsWellFormed(t *testing.T) {
+	commitRE := regexp.MustCompile(`^[0-9a-f]{40}$`)
 	names, files := map[string]bool{}, map[string]string{}
 	for _, p := range Projects() {
 		if p.Name == "" || names[p.Name] {
 			t.Errorf("project name %q is empty or repeated", p.Name)
 		}
 		names[p.Name] = true
-		if p.Mirror == "" || p.Upstream == "" || p.Version == "" || len(p.Files) == 0 || len(p.Kinds) == 0 {
-			t.Errorf("%s: want a mirror folder, upstream, version, files and kinds: %+v", p.Name, p)
+		if p.Mirror == "" || p.Upstream == "" || p.Version == "" || len(p.Files) == 0 || len(p.Kinds) != len(p.Files) {
+			t.Errorf("%s: want a mirror folder, upstream, version, files and one kind per file: %+v", p.Name, p)
 		}
-		if p.Module != "" && (!strings.HasPrefix(p.Sum, "h1:") || p.Path == "" || filepath.IsAbs(p.Path)) {
-			t.Errorf("%s: a module needs its h1: hash and a relative path: %+v", p.Name, p)
+		if p.Path == "" || filepath.IsAbs(p.Path) || strings.Contains(p.Path, `\`) {
+			t.Errorf("%s: want the files' folder upstream as a relative slash-separated path: %+v", p.Name, p)
 		}
-		if p.Module == "" && (p.Sum != "" || p.Path != "") {
-			t.Errorf("%s: a hash or path without a module: %+v", p.Name, p)
+		if p.Module != "" && (!strings.HasPrefix(p.Sum, "h1:") || p.Commit != "") {
+			t.Errorf("%s: a module needs its h1: hash and no commit: %+v", p.Name, p)
+		}
+		if p.Module == "" && (p.Sum != "" || !commitRE.MatchString(p.Commit)) {
+			t.Errorf("%s: a project the repository carries needs the full upstream commit and no hash: %+v", p.Name, p)
 		}
 		for _, f := range p.Files {
 			if other, ok := files[f]; ok || filepath.Base(f) != f || !strings.HasSuffix(f, ".yaml") {
@@ -286,9 +358,10 @@ func TestProjectsTableIsWellFormed(t *testing.T) {
 	}
 }
 
-// TestPinnedFilesDefineTheTableKinds reads the real files (mirror or module
-// cache): each is one apiextensions.k8s.io/v1 CustomResourceDefinition whose
-// kind the table lists, and every listed kind has its file.
+// TestPinnedFilesDefineTheTableKinds reads the real files (the repository's
+// copies, the mirror or the module cache): each is one
+// apiextensions.k8s.io/v1 CustomResourceDefinition whose kind the table
+// lists, and every listed kind has its file.
 func TestPinnedFilesDefineTheTableKinds(t *testing.T) {
 	r, err := FromEnv()
 	if err != nil {
@@ -307,23 +380,8 @@ func TestPinnedFilesDefineTheTableKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var kinds []string
-			for _, f := range files {
-				data, err := os.ReadFile(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var crd apiextensionsv1.CustomResourceDefinition
-				if err := yaml.Unmarshal(data, &crd); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				if crd.APIVersion != "apiextensions.k8s.io/v1" || crd.Kind != "CustomResourceDefinition" {
-					t.Errorf("%s is %s %s, want an apiextensions.k8s.io/v1 CustomResourceDefinition", f, crd.APIVersion, crd.Kind)
-				}
-				kinds = append(kinds, crd.Spec.Names.Kind)
-			}
-			if !slices.Equal(kinds, p.Kinds) {
-				t.Errorf("the files define %v, the table lists %v", kinds, p.Kinds)
+			if err := CheckFiles(p, files); err != nil {
+				t.Error(err)
 			}
 		})
 	}

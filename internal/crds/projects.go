@@ -5,32 +5,46 @@ package crds
 type Project struct {
 	// Name is what callers ask for, e.g. "flux-source".
 	Name string
-	// Mirror is the project's folder in an offline mirror (SCRIBE_CRDS_DIR).
-	// Several projects may share one folder (flux, talos).
+	// Mirror is the project's folder in an offline mirror (SCRIBE_CRDS_DIR)
+	// and, for a project the repository carries, in RepoFolder. Several
+	// projects may share one folder (flux, talos).
 	Mirror string
 	// Upstream is the repository the files come from.
 	Upstream string
-	// Version is the pinned upstream version (the module version when
-	// Module is set).
+	// Version is the pinned upstream version: the module version when
+	// Module is set, else the release tag.
 	Version string
 	// Module is the Go module that holds the files, or "" when the Go module
-	// proxy does not serve the project (then only a mirror has it).
+	// proxy does not serve the project: then the repository carries its
+	// files (RepoFolder/Mirror), copied from Upstream at Commit.
 	Module string
 	// Sum is the module's go.sum hash (h1:...); a download with another hash
-	// is refused.
+	// is refused. Only with Module.
 	Sum string
-	// Path is the folder of the files inside the module.
+	// Commit is the upstream commit of the Version tag the repository's
+	// copies come from. Only without Module.
+	Commit string
+	// Path is the folder of the files inside the module, or, without
+	// Module, inside the upstream repository at Commit.
 	Path string
 	// Files are the CRD file names, exactly as upstream names them; each
 	// holds one apiextensions.k8s.io/v1 CustomResourceDefinition.
 	Files []string
-	// Kinds are the kinds those CRDs define.
+	// Kinds are the kinds those CRDs define, one per file, in Files order.
 	Kinds []string
 }
 
+// InRepo reports whether the repository carries p's files (RepoFolder):
+// those of every project the Go module proxy does not serve.
+func (p Project) InRepo() bool {
+	return p.Module == ""
+}
+
 // Projects returns the table of upstream projects, a fresh copy on every
-// call. The pins are the newest versions whose go.mod needs at most the Go
-// version in go.mod, the same files an offline mirror holds.
+// call. The module pins are the newest versions whose go.mod needs at most
+// the Go version in go.mod; the other projects are pinned to the release
+// the repository's copies come from (see RepoFolder/SOURCES.md). An offline
+// mirror holds the same files.
 func Projects() []Project {
 	return []Project{
 		{
@@ -59,6 +73,7 @@ func Projects() []Project {
 			// The proxy refuses the root module.
 			Name: "flux-helm", Mirror: "flux",
 			Upstream: "github.com/fluxcd/helm-controller", Version: "v1.6.3",
+			Commit: "372c34e2b4a455d24ef6cbb8321c82c4533dbbd8", Path: "config/crd/bases",
 			Files: []string{"helm.toolkit.fluxcd.io_helmreleases.yaml"},
 			Kinds: []string{"HelmRelease"},
 		},
@@ -74,6 +89,7 @@ func Projects() []Project {
 			// The full schemas; the proxy refuses the module.
 			Name: "argo-workflows", Mirror: "argo-workflows",
 			Upstream: "github.com/argoproj/argo-workflows", Version: "v4.1.2",
+			Commit: "16a52d67daf2f4a8a76fa8bec02a76a46aa46257", Path: "manifests/base/crds/full",
 			Files: []string{
 				"argoproj.io_workflows.yaml",
 				"argoproj.io_workflowtemplates.yaml",
@@ -85,6 +101,7 @@ func Projects() []Project {
 			// The proxy refuses the module.
 			Name: "testkube", Mirror: "testkube",
 			Upstream: "github.com/kubeshop/testkube", Version: "2.12.2",
+			Commit: "136add7677d3af73489a80e422c167e59c433fcc", Path: "k8s/crd",
 			Files: []string{
 				"testworkflows.testkube.io_testworkflows.yaml",
 				"testworkflows.testkube.io_testworkflowtemplates.yaml",
@@ -150,6 +167,7 @@ func Projects() []Project {
 			// The proxy serves only older versions of the root module.
 			Name: "prometheus-operator", Mirror: "prometheus-operator",
 			Upstream: "github.com/prometheus-operator/prometheus-operator", Version: "v0.93.0",
+			Commit: "f8fafd475f3d132e239432ae6172de60a6cb6516", Path: "example/prometheus-operator-crd",
 			Files: []string{
 				"monitoring.coreos.com_servicemonitors.yaml",
 				"monitoring.coreos.com_podmonitors.yaml",
@@ -160,6 +178,7 @@ func Projects() []Project {
 			// The proxy refuses the module.
 			Name: "talos-controlplane", Mirror: "talos",
 			Upstream: "github.com/siderolabs/cluster-api-control-plane-provider-talos", Version: "v0.5.12",
+			Commit: "97b33e78ff1091bd143db6c428b8ed53ec3e0931", Path: "config/crd/bases",
 			Files: []string{"controlplane.cluster.x-k8s.io_taloscontrolplanes.yaml"},
 			Kinds: []string{"TalosControlPlane"},
 		},
@@ -167,6 +186,7 @@ func Projects() []Project {
 			// The proxy refuses the module.
 			Name: "talos-bootstrap", Mirror: "talos",
 			Upstream: "github.com/siderolabs/cluster-api-bootstrap-provider-talos", Version: "v0.6.12",
+			Commit: "065b6843501a9b9fad01133b30f98b891aa5aceb", Path: "config/crd/bases",
 			Files: []string{"bootstrap.cluster.x-k8s.io_talosconfigtemplates.yaml"},
 			Kinds: []string{"TalosConfigTemplate"},
 		},

@@ -24,7 +24,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
-	"github.com/scribe-gitops/scribe/internal/crds"
+	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
@@ -303,13 +303,11 @@ func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
 // run here: the test reports the Workflow's phase as its controller does.
 func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 	t.Parallel()
+	// The repository carries Argo Workflows' CRDs (internal/crds).
+	files := crdstest.Files(t, "argo-workflows")
 	ns := "staged"
 	s := newLoop(t, ns)
 	ctx := context.Background()
-	files, err := crds.Files(ctx, "argo-workflows")
-	if err != nil {
-		t.Skipf("Argo Workflows CRDs (set SCRIBE_CRDS_DIR): %v", err)
-	}
 	var argo []string
 	for _, f := range files {
 		if b := filepath.Base(f); b == "argoproj.io_workflows.yaml" || b == "argoproj.io_workflowtemplates.yaml" {

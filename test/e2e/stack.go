@@ -77,10 +77,10 @@ type Stack struct {
 	// with the loop's logs).
 	podLogs          string
 	controlPlaneOnly bool
-	env     *envtest.Environment
-	mu      sync.Mutex // guards procs, named and metrics
-	procs   []*exec.Cmd
-	named   map[string]*exec.Cmd
+	env              *envtest.Environment
+	mu               sync.Mutex // guards procs, named and metrics
+	procs            []*exec.Cmd
+	named            map[string]*exec.Cmd
 	// metrics is the Prometheus address of each Flux controller, by name.
 	metrics  map[string]string
 	logf     func(format string, args ...any)
@@ -297,7 +297,7 @@ func (s *Stack) start(t testing.TB) error {
 	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: cp,
-		CRDDirectoryPaths: append([]string{filepath.Join(repoRoot(), "config", "crd", "bases")}, gatewayAPI...),
+		CRDDirectoryPaths:     append([]string{filepath.Join(repoRoot(), "config", "crd", "bases")}, gatewayAPI...),
 		ErrorIfCRDPathMissing: true,
 		// Bounded, so Ctrl-C never waits long for a graceful apiserver.
 		ControlPlaneStopTimeout: 15 * time.Second,

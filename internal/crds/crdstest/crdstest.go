@@ -1,6 +1,9 @@
 // Package crdstest gives tests the upstream CRDs they load into a
 // kube-apiserver, with one rule for a project that cannot be found: skip,
-// naming SCRIBE_CRDS_DIR, or fail when SCRIBE_CRDS_REQUIRED=1.
+// or fail when SCRIBE_CRDS_REQUIRED=1. Inside the repository every project
+// is found (its copies in internal/crds/upstream, or the pinned Go module),
+// so nothing skips there; a project is missing only for a test binary run
+// outside the repository with no mirror that has it.
 package crdstest
 
 import (
@@ -12,9 +15,8 @@ import (
 )
 
 // Files returns the CRD files of the named projects. When one of them is
-// unavailable (not served by the Go module proxy and not in the mirror), the
-// test is skipped, or fails under SCRIBE_CRDS_REQUIRED=1; any other error
-// fails it.
+// unavailable (see crds.UnavailableError), the test is skipped, or fails
+// under SCRIBE_CRDS_REQUIRED=1; any other error fails it.
 func Files(t testing.TB, projects ...string) []string {
 	t.Helper()
 	files, missing := Available(t, projects...)
