@@ -21,6 +21,13 @@
 # module proxy and this Go (see docs/DESIGN.md, "Argo CD in the loop").
 set -euo pipefail
 
+# One build at a time per script and machine: parallel test loops (and a
+# `make demo` beside `make test`) call it at once on a cold cache; the
+# second waits here and then finds the binaries cached.
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
+exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/scribe/.build-argocd.lock"
+flock 9
+
 ARGOCD_VERSION="${ARGOCD_VERSION:-v3.2.11}"
 KUSTOMIZE_VERSION="${KUSTOMIZE_VERSION:-v5.8.1}"
 MINIREDIS_VERSION="${MINIREDIS_VERSION:-v2.40.0}"
@@ -90,8 +97,8 @@ func main() {
 }
 EOF
   log "building Argo CD ${ARGOCD_VERSION} application-controller + repo-server (cold: ~6-8 minutes on 2 cores)"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/argocd.tmp" .)
-  mv "$BIN/argocd.tmp" "$BIN/argocd"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/argocd.tmp.$$" .)
+  mv "$BIN/argocd.tmp.$$" "$BIN/argocd"
   mkdir -p "$BIN/crds" "$BIN/config"
   cp "$src"/manifests/crds/{application,appproject,applicationset}-crd.yaml "$BIN/crds/"
   for f in "$src"/manifests/base/config/*.yaml; do
@@ -142,8 +149,8 @@ func main() {
 }
 EOF
   log "building a Redis server (miniredis ${MINIREDIS_VERSION}, seconds)"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/redis.tmp" .)
-  mv "$BIN/redis.tmp" "$BIN/redis"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/redis.tmp.$$" .)
+  mv "$BIN/redis.tmp.$$" "$BIN/redis"
 }
 
 build_redis

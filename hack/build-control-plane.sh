@@ -8,6 +8,13 @@
 # Prints the binaries directory on stdout (suitable for KUBEBUILDER_ASSETS).
 set -euo pipefail
 
+# One build at a time per script and machine: parallel test loops (and a
+# `make demo` beside `make test`) call it at once on a cold cache; the
+# second waits here and then finds the binaries cached.
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
+exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/scribe/.build-control-plane.lock"
+flock 9
+
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
@@ -46,8 +53,8 @@ build_kube() {
     ld="$ld -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
   done
   log "building $cmd ${KUBE_VERSION} (cold: several minutes on 2 cores)"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
-  mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/$cmd.tmp.$$" "k8s.io/kubernetes/cmd/$cmd")
+  mv "$BIN/$cmd.tmp.$$" "$BIN/$cmd"
 }
 
 build_etcd() {
@@ -60,8 +67,8 @@ build_etcd() {
     printf 'module scribe.local/etcdbuild\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$work/go.mod"
   fi
   log "building etcd ${ETCD_VERSION}"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp.$$" go.etcd.io/etcd/server/v3)
+  mv "$BIN/etcd.tmp.$$" "$BIN/etcd"
 }
 
 build_etcd

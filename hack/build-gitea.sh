@@ -13,6 +13,13 @@
 # $BIN/static-root, which the tests use.
 set -euo pipefail
 
+# One build at a time per script and machine: parallel test loops (and a
+# `make demo` beside `make test`) call it at once on a cold cache; the
+# second waits here and then finds the binaries cached.
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
+exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/scribe/.build-gitea.lock"
+flock 9
+
 GITEA_VERSION="${GITEA_VERSION:-v1.26.0}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
 BIN="$CACHE/gitea-${GITEA_VERSION}"
@@ -37,8 +44,8 @@ if [[ ! -x "$BIN/gitea" ]]; then
   log "building gitea ${GITEA_VERSION} with tags '${tags}' (cold: ~5 minutes on 2 cores)"
   (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=1 go build -trimpath -tags "$tags" \
     -ldflags "-s -w -X main.Version=${GITEA_VERSION#v} -X 'main.Tags=${tags}'" \
-    -o "$BIN/gitea.tmp" code.gitea.io/gitea)
-  mv "$BIN/gitea.tmp" "$BIN/gitea"
+    -o "$BIN/gitea.tmp.$$" code.gitea.io/gitea)
+  mv "$BIN/gitea.tmp.$$" "$BIN/gitea"
   printf '%s\n' "$src" > "$BIN/static-root"
 fi
 echo "$BIN"

@@ -10,6 +10,13 @@
 # stderr.
 set -euo pipefail
 
+# One build at a time per script and machine: parallel test loops (and a
+# `make demo` beside `make test`) call it at once on a cold cache; the
+# second waits here and then finds the binaries cached.
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
+exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/scribe/.build-helm.lock"
+flock 9
+
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
 DIR="$CACHE/helm-${HELM_VERSION}"

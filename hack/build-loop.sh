@@ -13,6 +13,13 @@
 # GOFLAGS=-mod=mod (no `go mod tidy`: it would resolve test-only modules).
 set -euo pipefail
 
+# One build at a time per script and machine: parallel test loops (and a
+# `make demo` beside `make test`) call it at once on a cold cache; the
+# second waits here and then finds the binaries cached.
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
+exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/scribe/.build-loop.lock"
+flock 9
+
 SOURCE_CONTROLLER_VERSION="${SOURCE_CONTROLLER_VERSION:-v1.9.3}"
 KUSTOMIZE_CONTROLLER_VERSION="${KUSTOMIZE_CONTROLLER_VERSION:-v1.9.5}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
@@ -39,8 +46,8 @@ build_flux() {
   cp "$src/go.sum" "$work/go.sum"
   chmod u+w "$work/go.sum"
   log "building ${name} ${version} (cold: up to ~10 minutes on 2 cores)"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/$name.tmp" "github.com/fluxcd/${name}")
-  mv "$BIN/$name.tmp" "$BIN/$name"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/$name.tmp.$$" "github.com/fluxcd/${name}")
+  mv "$BIN/$name.tmp.$$" "$BIN/$name"
   # The CRDs ship in the module zip.
   mkdir -p "$BIN/crds"
   cp "$src"/config/crd/bases/*.yaml "$BIN/crds/"
@@ -61,8 +68,8 @@ build_kwok() {
   cp "$src/go.sum" "$work/go.sum"
   chmod u+w "$work/go.sum"
   log "building kwok ${KWOK_VERSION} (cold: ~2 minutes on 2 cores)"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/kwok.tmp" sigs.k8s.io/kwok/cmd/kwok)
-  mv "$BIN/kwok.tmp" "$BIN/kwok"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/kwok.tmp.$$" sigs.k8s.io/kwok/cmd/kwok)
+  mv "$BIN/kwok.tmp.$$" "$BIN/kwok"
   mkdir -p "$BIN/kwok-stages"
   for s in node/fast node/heartbeat-with-lease pod/fast; do
     for f in "$src/kustomize/stage/$s"/*.yaml; do
