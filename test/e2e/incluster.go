@@ -68,7 +68,7 @@ func (s *Stack) Helm(ctx context.Context, args ...string) (string, error) {
 // InstallScribe builds Scribe's image, pushes it to the node's registry and
 // installs (or upgrades) the chart with it, then waits for the controller
 // pod to be Ready and to hold the leader Lease. It needs the real node.
-func (s *Stack) InstallScribe(t testing.TB, opts InstallOptions) {
+func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 	t.Helper()
 	if s.Node == nil {
 		t.Fatal("InstallScribe needs a loop on the real node (StackOptions.RealNode)")
@@ -97,10 +97,10 @@ func (s *Stack) InstallScribe(t testing.TB, opts InstallOptions) {
 
 // waitScribePod waits until the chart's Deployment is available and its
 // pod holds the leader Lease.
-func (s *Stack) waitScribePod(t testing.TB, since time.Time) {
+func (s *Stack) waitScribePod(t *testing.T, since time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	poll(t.(*testing.T), 3*time.Minute, "Scribe's pod Ready on the real node", func() (bool, string) {
+	poll(t, 3*time.Minute, "Scribe's pod Ready on the real node", func() (bool, string) {
 		d := &appsv1.Deployment{}
 		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ScribeNamespace, Name: ScribeRelease}, d); err != nil {
 			return false, err.Error()
