@@ -18,6 +18,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -93,6 +94,22 @@ func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 	}
 	s.inCluster = true
 	s.waitScribePod(t, start)
+	poll(t, time.Minute, "the chart's CRDs Established", func() (bool, string) {
+		for _, name := range []string{"workloads", "experiments", "pipelines", "repositories"} {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := s.Client.Get(ctx, types.NamespacedName{Name: name + ".scribe.dev"}, crd); err != nil {
+				return false, err.Error()
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+			}
+			if !established {
+				return false, crd.Name + " not Established"
+			}
+		}
+		return true, ""
+	})
 }
 
 // waitScribePod waits until the chart's Deployment is available and its

@@ -166,8 +166,8 @@ func newNodeLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Stack {
 	if err := s.Node.PushDemoApp(context.Background(), s.logf, "example/web", "1", "2", "3"); err != nil {
 		t.Fatalf("the demo app's image: %v", err)
 	}
-	newNamespaceAndRepository(t, s, ns)
 	s.InstallScribe(t, InstallOptions{})
+	newNamespaceAndRepository(t, s, ns)
 	return s
 }
 

@@ -236,6 +236,10 @@ func (s *Stack) detachNode() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	// The kubelet removes a pod's logs with the pod: keep them first.
+	if err := copyTree(s.podLogs, s.podLogs+"-kept"); err != nil {
+		s.logf("real node: keep the pods' logs: %v", err)
+	}
 	if err := s.drainNode(ctx); err != nil {
 		s.logf("real node: drain: %v", err)
 	}
@@ -336,4 +340,28 @@ func (s *Stack) RealNodeName() (string, error) {
 		return "", errNoNode
 	}
 	return nodeName, nil
+}
+
+// copyTree copies the regular files under src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
 }

@@ -291,13 +291,19 @@ func (s *Stack) start(t testing.TB) error {
 	if err != nil {
 		return err
 	}
+	// Scribe's CRDs; on the real node its chart installs them
+	// (InstallScribe), as users install them.
+	scribeCRDs := []string{filepath.Join(repoRoot(), "config", "crd", "bases")}
+	if s.Node != nil {
+		scribeCRDs = nil
+	}
 	if !s.controlPlaneOnly {
 		// Flux's CRDs, from the controllers' modules.
 		gatewayAPI = append(gatewayAPI, filepath.Join(loop, "crds"))
 	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: cp,
-		CRDDirectoryPaths:     append([]string{filepath.Join(repoRoot(), "config", "crd", "bases")}, gatewayAPI...),
+		CRDDirectoryPaths:     append(scribeCRDs, gatewayAPI...),
 		ErrorIfCRDPathMissing: true,
 		// Bounded, so Ctrl-C never waits long for a graceful apiserver.
 		ControlPlaneStopTimeout: 15 * time.Second,
@@ -536,15 +542,15 @@ func (s *Stack) keepLogsOnFailure(t testing.TB) {
 	if s.podLogs != "" {
 		// The pods' logs on the real node (Scribe's among them when it
 		// runs in the cluster): <namespace>_<pod>_<uid>/<container>/<n>.log.
-		podLogs, _ := filepath.Glob(filepath.Join(s.podLogs, "*", "*", "*.log"))
+		podLogs, _ := filepath.Glob(filepath.Join(s.podLogs+"-kept", "*", "*", "*.log"))
 		logs = append(logs, podLogs...)
 	}
 	for _, l := range logs {
 		if b, err := os.ReadFile(l); err == nil {
 			name := filepath.Base(l)
-			if s.podLogs != "" && strings.HasPrefix(l, s.podLogs+"/") {
+			if s.podLogs != "" && strings.HasPrefix(l, s.podLogs+"-kept/") {
 				// pod-<namespace>_<pod>_<uid>-<container>-<n>.log
-				rel, _ := filepath.Rel(s.podLogs, l)
+				rel, _ := filepath.Rel(s.podLogs+"-kept", l)
 				name = "pod-" + strings.ReplaceAll(rel, "/", "-")
 			}
 			_ = os.WriteFile(filepath.Join(dst, name), b, 0o644)
