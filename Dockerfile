@@ -4,6 +4,13 @@
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t scribe:latest .
 #   (or: make docker-build IMG=scribe:latest)
 #
+# Without Docker, `make image` (hack/image, internal/imagebuild) builds the
+# same image with go-containerregistry: /scribe, user 65532:65532,
+# ENTRYPOINT ["/scribe"], CMD ["controller"], on a root from scratch with
+# what distroless/static gives (/etc/passwd and /etc/group with nonroot,
+# the CA bundle, /tmp, /home/nonroot). A test in internal/imagebuild fails
+# when this file's final stage and that builder disagree; change both.
+#
 # The image holds nothing but /scribe: no shell and no git binary. The
 # controller does not need git: Git sinks use go-git (pure Go); the only
 # os/exec calls to git are in internal/publish/publishtest and test/e2e, which are

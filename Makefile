@@ -151,8 +151,21 @@ undeploy: ## Delete everything deploy created, CRDs included (needs kubectl).
 run: ## Run the controller against the current kubeconfig, metrics on plain HTTP :8080.
 	go run ./cmd/scribe controller --metrics-secure=false --metrics-bind-address=:8080
 
+# make image builds without Docker (hack/image, go-containerregistry): the
+# static binary on a root from scratch, as the Dockerfile lays it out.
+PLATFORMS ?= linux/amd64
+DEMO_APP_IMG ?= demo-app:latest
+
+.PHONY: image
+image: ## Build Scribe's image IMG without Docker. An IMG naming a registry (host with a dot or port, or localhost: IMG=127.0.0.1:5000/scribe:dev) is pushed there, plain HTTP to a loopback one; otherwise (the default scribe:latest) it is written as an OCI layout to bin/image/scribe. PLATFORMS=linux/amd64,linux/arm64 for both.
+	go run ./hack/image -app scribe -img $(IMG) -platforms $(PLATFORMS)
+
+.PHONY: demo-app-image
+demo-app-image: ## Build the demo app's image DEMO_APP_IMG (default demo-app:latest) like image: pushed when it names a registry, else the OCI layout bin/image/demo-app.
+	go run ./hack/image -app demo-app -img $(DEMO_APP_IMG) -platforms $(PLATFORMS)
+
 .PHONY: docker-build
-docker-build: ## Build the container image IMG (needs a Docker engine).
+docker-build: ## Build the container image IMG with the Dockerfile (needs a Docker engine; make image does not).
 	docker build --build-arg VERSION=$$(git describe --tags --always --dirty) -t $(IMG) .
 
 .PHONY: chart-crds

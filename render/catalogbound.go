@@ -330,11 +330,11 @@ func checkCatalogs(catalogs []catalogFiles) error {
 	for i, c := range catalogs {
 		names[i], fss[i] = c.Name, c.mapFS()
 	}
-	overlay, err := engineOverlay(fss, nil)
+	module, err := newCUEModule(moduleRoot, fss, nil)
 	if err != nil {
 		return userCatalogError(err, names)
 	}
-	lc, err := loadCatalogs(cuecontext.New(), overlay, names)
+	lc, err := loadCatalogs(cuecontext.New(), module, names)
 	if err != nil {
 		return userCatalogError(err, names)
 	}

@@ -17,9 +17,12 @@ import (
 	"sync"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
+	cueliteral "cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/parser"
 
 	"github.com/scribe-gitops/scribe/catalog"
 	"github.com/scribe-gitops/scribe/config/crd"
@@ -27,7 +30,12 @@ import (
 	"github.com/scribe-gitops/scribe/templates"
 )
 
-const overlayRoot = "/scribe"
+// moduleRoot is where the engine's CUE module sits in the in-memory file
+// system it is loaded from (cueModule): a path of that file system, never
+// of the host's. (It once was the root of a load.Config.Overlay, which CUE
+// lays over the host's files: with the binary itself at /scribe, as in the
+// container image, every load failed on /scribe/cue.mod.)
+const moduleRoot = "/scribe"
 
 // Engine renders custom resources. Build one per process with New and share
 // it: it is safe for concurrent use.
@@ -44,7 +52,7 @@ type Engine struct {
 	// The CUE schema registry (templates/registry, 3 MB of schemas) is
 	// loaded only for the CUE check and the schema compiler: renders use
 	// the embedded compiled checks (schemachecks_file.go).
-	overlay      map[string]load.Source
+	module       *cueModule
 	registryOnce sync.Once
 	registry     map[string]cue.Value // by "apiVersion/Kind"
 	registryErr  error
@@ -72,7 +80,7 @@ func (e *Engine) schemaCheck(key string) (cs *compiledSchema, ok bool, err error
 // registrySchemas loads the CUE schema registry on first use.
 func (e *Engine) registrySchemas() (map[string]cue.Value, error) {
 	e.registryOnce.Do(func() {
-		insts := load.Instances([]string{"./registry"}, &load.Config{Dir: overlayRoot, Overlay: e.overlay})
+		insts := load.Instances([]string{"./registry"}, e.module.config(nil))
 		if err := insts[0].Err; err != nil {
 			e.registryErr = fmt.Errorf("load CUE package ./registry: %s", cueerrors.Details(err, nil))
 			return
@@ -142,29 +150,93 @@ func New(opts ...Option) (*Engine, error) {
 }
 
 // userCatalogError names user catalog files in err as the user knows them,
-// not by their place in the engine's overlay.
+// not by their place in the engine's CUE module.
 func userCatalogError(err error, names []string) error {
 	msg := err.Error()
 	for i, name := range names {
-		msg = strings.ReplaceAll(msg, userCatalogDir(i)+"/", strings.TrimSuffix(name, "/")+"/")
+		msg = strings.ReplaceAll(msg, path.Join(moduleRoot, userCatalogDir(i))+"/", strings.TrimSuffix(name, "/")+"/")
 		msg = strings.ReplaceAll(msg, fmt.Sprintf("catalog %d:", i), fmt.Sprintf("catalog %s:", name))
 	}
 	return errors.New(msg)
 }
 
-// userCatalogDir is where user catalog i sits in the overlay.
-func userCatalogDir(i int) string { return path.Join(overlayRoot, fmt.Sprintf("usercatalog%d", i)) }
+// userCatalogDir is where user catalog i sits in the engine's CUE module,
+// relative to its root.
+func userCatalogDir(i int) string { return fmt.Sprintf("usercatalog%d", i) }
 
-// engineOverlay is the CUE overlay of the embedded module (schemas and
-// templates, hashed into h) and the user catalogs.
-func engineOverlay(catalogs []fs.FS, h interface{ Write([]byte) (int, error) }) (map[string]load.Source, error) {
-	overlay := map[string]load.Source{
-		path.Join(overlayRoot, "cue.mod/module.cue"): load.FromString("module: \"scribe.dev/templates@v0\"\nlanguage: version: \"v0.17.0\"\n"),
+// The engine's CUE module: its path, and the directory of the embedded
+// schemas in it.
+const (
+	modulePath = "scribe.dev/templates"
+	schemasDir = "schemas"
+)
+
+// cueModule is the CUE module an engine loads its packages from: the
+// embedded schemas, templates and built-in catalog, and the user catalogs,
+// in an in-memory file system. Loading reads nothing else: load.Config.FS
+// keeps CUE off the host's file system (no module file, catalog or
+// cue.mod/local-module.cue of the host can join or break it), unlike
+// load.Config.Overlay, which lays its files over the host's.
+//
+// The schemas are the module's packages under schemasDir, not cue.mod/gen:
+// cue/load v0.17.1 cannot load a package of cue.mod/gen from a
+// load.Config.FS ("cannot get absolute path for FS of type
+// *load.fsIOFS"). The templates import them by their own paths
+// ("k8s.io/api/core/v1"), as cue.mod/gen would have them: parseFile turns
+// such an import into the module's ("scribe.dev/templates/schemas/k8s.io/api/core/v1").
+type cueModule struct {
+	fsys    *memFS
+	root    string          // the module's directory in fsys, absolute (moduleRoot)
+	schemas map[string]bool // import paths of the schema packages
+}
+
+// config is the load configuration of the module's packages.
+func (m *cueModule) config(tags []string) *load.Config {
+	return &load.Config{FS: m.fsys, Dir: m.root, Tags: tags, ParseFile: m.parseFile}
+}
+
+// parseFile parses a CUE file as cue/load would, and points its imports of
+// schema packages at the module's schemasDir.
+func (m *cueModule) parseFile(name string, src any, cfg parser.Config) (*ast.File, error) {
+	f, err := parser.ParseFile(name, src, cfg)
+	if f == nil {
+		return f, err
 	}
-	if err := addOverlay(overlay, schemas.FS, path.Join(overlayRoot, "cue.mod/gen"), h); err != nil {
+	for d := range f.ImportDecls() {
+		for _, spec := range d.Specs {
+			if spec.Path == nil {
+				continue
+			}
+			p, uerr := cueliteral.Unquote(spec.Path.Value)
+			if uerr != nil {
+				continue
+			}
+			if ip := ast.ParseImportPath(p); ip.Version != "" || !m.schemas[ip.Path] {
+				continue
+			}
+			spec.Path.Value = cueliteral.String.Quote(modulePath + "/" + schemasDir + "/" + p)
+		}
+	}
+	return f, err
+}
+
+// newCUEModule builds the CUE module of the embedded files (schemas and
+// templates, hashed into h) and the user catalogs, at root in its file
+// system.
+func newCUEModule(root string, catalogs []fs.FS, h interface{ Write([]byte) (int, error) }) (*cueModule, error) {
+	m := &cueModule{fsys: newMemFS(), root: path.Clean("/" + root), schemas: map[string]bool{}}
+	modFile := path.Join(strings.TrimPrefix(m.root, "/"), "cue.mod/module.cue")
+	if err := m.fsys.add(modFile, []byte("module: \""+modulePath+"@v0\"\nlanguage: version: \"v0.17.0\"\n")); err != nil {
 		return nil, err
 	}
-	if err := addOverlay(overlay, templates.FS, overlayRoot, h); err != nil {
+	schemaFiles, err := m.add(schemas.FS, schemasDir, h)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range schemaFiles {
+		m.schemas[path.Dir(p)] = true
+	}
+	if _, err := m.add(templates.FS, ".", h); err != nil {
 		return nil, err
 	}
 	// The built-in entries ship in the catalog directory, beside the
@@ -173,15 +245,15 @@ func engineOverlay(catalogs []fs.FS, h interface{ Write([]byte) (int, error) }) 
 	if err != nil {
 		return nil, fmt.Errorf("built-in catalog: %w", err)
 	}
-	if err := addOverlay(overlay, builtin, path.Join(overlayRoot, "catalog"), h); err != nil {
+	if _, err := m.add(builtin, "catalog", h); err != nil {
 		return nil, err
 	}
 	for i, c := range catalogs {
-		if err := addOverlay(overlay, c, userCatalogDir(i), nil); err != nil {
+		if _, err := m.add(c, userCatalogDir(i), nil); err != nil {
 			return nil, fmt.Errorf("catalog %d: %w", i, err)
 		}
 	}
-	return overlay, nil
+	return m, nil
 }
 
 // loadedCatalogs are the catalog packages of an engine.
@@ -195,15 +267,15 @@ type loadedCatalogs struct {
 }
 
 // loadCatalogs builds the built-in catalog and the n user catalogs of
-// overlay, checks every user entry against #Entry, and checks that an entry
+// module, checks every user entry against #Entry, and checks that an entry
 // replacing one of a lower-precedence catalog says `override: true`.
-func loadCatalogs(ctx *cue.Context, overlay map[string]load.Source, names []string) (*loadedCatalogs, error) {
+func loadCatalogs(ctx *cue.Context, module *cueModule, names []string) (*loadedCatalogs, error) {
 	n := len(names)
 	pkgs := []string{"./catalog"}
 	for i := range n {
-		pkgs = append(pkgs, "./"+path.Base(userCatalogDir(i)))
+		pkgs = append(pkgs, "./"+userCatalogDir(i))
 	}
-	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay})
+	insts := load.Instances(pkgs, module.config(nil))
 	values := make([]cue.Value, len(insts))
 	for i, inst := range insts {
 		if inst.Err != nil {
@@ -239,18 +311,18 @@ func loadCatalogs(ctx *cue.Context, overlay map[string]load.Source, names []stri
 
 func newEngine(o engineOptions) (*Engine, error) {
 	h := sha256.New()
-	overlay, err := engineOverlay(o.catalogs, h)
+	module, err := newCUEModule(moduleRoot, o.catalogs, h)
 	if err != nil {
 		return nil, err
 	}
 	e := &Engine{
 		ctx:             cuecontext.New(),
 		templates:       map[string]cue.Value{},
-		overlay:         overlay,
+		module:          module,
 		templateVersion: "sha256:" + hex.EncodeToString(h.Sum(nil))[:16],
 		cueCheck:        o.cueChecks,
 	}
-	lc, err := loadCatalogs(e.ctx, overlay, o.catalogNames)
+	lc, err := loadCatalogs(e.ctx, module, o.catalogNames)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +338,7 @@ func newEngine(o engineOptions) (*Engine, error) {
 	if o.cueChecks {
 		tags = []string{"contract"}
 	}
-	insts := load.Instances(pkgs, &load.Config{Dir: overlayRoot, Overlay: overlay, Tags: tags})
+	insts := load.Instances(pkgs, module.config(tags))
 	for i, inst := range insts {
 		if inst.Err != nil {
 			return nil, fmt.Errorf("load CUE package %s: %s", pkgs[i], cueerrors.Details(inst.Err, nil))
@@ -340,8 +412,9 @@ func checkOverrides(entries, builtin cue.Value, earlier []cue.Value, earlierName
 	return nil
 }
 
-// addOverlay adds every .cue file of fsys under dir; h, when set, hashes them.
-func addOverlay(overlay map[string]load.Source, fsys fs.FS, dir string, h interface{ Write([]byte) (int, error) }) error {
+// add adds every .cue file of fsys under dir, relative to the module's
+// root, and returns their paths in fsys; h, when set, hashes them.
+func (m *cueModule) add(fsys fs.FS, dir string, h interface{ Write([]byte) (int, error) }) ([]string, error) {
 	var files []string
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -353,19 +426,22 @@ func addOverlay(overlay map[string]load.Source, fsys fs.FS, dir string, h interf
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("walk CUE files: %w", err)
+		return nil, fmt.Errorf("walk CUE files: %w", err)
 	}
 	sort.Strings(files)
+	base := strings.TrimPrefix(path.Join(m.root, dir), "/")
 	for _, p := range files {
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
+			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
 		if h != nil {
 			_, _ = h.Write([]byte(p))
 			_, _ = h.Write(data)
 		}
-		overlay[path.Join(dir, p)] = load.FromBytes(data)
+		if err := m.fsys.add(path.Join(base, p), data); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return files, nil
 }
