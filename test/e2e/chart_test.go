@@ -133,11 +133,19 @@ func TestLoopChartInstallsUpgradesAndUninstallsWithTheControllerRunning(t *testi
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ScribeNamespace, Name: ScribeRelease}, &policyv1.PodDisruptionBudget{}); err != nil {
 		t.Fatalf("two replicas, no PodDisruptionBudget: %v", err)
 	}
-	leader, err := s.ScribeLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("after the upgrade the leader is %s", leader)
+	// The old pod released the Lease on its way out; one of the new ones
+	// takes it.
+	poll(t, time.Minute, "a new pod to lead after the upgrade", func() (bool, string) {
+		leader, err := s.ScribeLeader(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		pod, err := s.ScribePod(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(strings.Join(pod.Spec.Containers[0].Args, " "), "--log-encoding=console") && leader != "", "leader " + leader
+	})
 
 	// The uninstall keeps the CRDs (helm.sh/resource-policy: keep) and so
 	// every custom resource; the controller's pods go.

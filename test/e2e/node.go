@@ -72,6 +72,7 @@ type Node struct {
 	logf       func(string, ...any)
 	lock       *os.File
 	created    []string // host paths the node created, removed on Close
+	images     nodeImages
 }
 
 // nodeHolder is the machine's node of this test process, started on first
@@ -192,7 +193,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 	if err := n.startRegistry(); err != nil {
 		return nil, err
 	}
-	if err := pushPause(context.Background(), n.Registry); err != nil {
+	if err := n.push(context.Background(), logf, pauseApp(), n.Registry+"/"+pauseImage); err != nil {
 		return nil, fmt.Errorf("push the pause image: %w", err)
 	}
 	if err := n.makeBridge(); err != nil {

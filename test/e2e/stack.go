@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -336,6 +337,10 @@ func (s *Stack) start(t testing.TB) error {
 	s.Config = cfg
 	scheme, err := controller.NewScheme()
 	if err != nil {
+		return err
+	}
+	// The loop's own checks read CRDs (the chart's, on the real node).
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	if s.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
