@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,9 +236,10 @@ func (s *Stack) ScrapeScribeMetrics(ctx context.Context) (withToken string, anon
 	return body, anon, err
 }
 
-// KillScribePod force-deletes the controller pod, as a node failure does:
-// no graceful stop, its Lease left to expire, its emptyDir caches gone; the
-// Deployment makes a new pod.
+// KillScribePod kills the controller pod as a node failure does: every
+// process of the pod gets SIGKILL on the real node (no graceful stop, its
+// leader Lease left to expire), then the pod is force-deleted (its
+// emptyDir caches gone) and the Deployment makes a new one.
 func (s *Stack) KillScribePod(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
@@ -244,8 +247,39 @@ func (s *Stack) KillScribePod(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	killed := killPodProcesses(string(pod.UID))
+	if killed == 0 {
+		t.Fatalf("no process of pod %s (uid %s) found in the node's cgroups", pod.Name, pod.UID)
+	}
+	s.logf("SIGKILL to the %d processes of pod %s", killed, pod.Name)
 	if err := s.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	return pod.Name
+}
+
+// killPodProcesses sends SIGKILL to every process in the pod's cgroups on
+// the real node (cgroupfs: kubepods[/<qos>]/pod<uid>/...) and returns how
+// many it found.
+func killPodProcesses(uid string) int {
+	seen := map[int]bool{}
+	for _, pattern := range []string{"/sys/fs/cgroup/pids/kubepods/pod" + uid, "/sys/fs/cgroup/pids/kubepods/*/pod" + uid} {
+		dirs, _ := filepath.Glob(pattern)
+		for _, d := range dirs {
+			_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+				if err != nil || e.IsDir() || e.Name() != "cgroup.procs" {
+					return nil
+				}
+				b, _ := os.ReadFile(p)
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+						seen[pid] = true
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	return len(seen)
 }
