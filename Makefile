@@ -44,12 +44,12 @@ all: build
 ##@ Main commands
 
 .PHONY: demo
-demo: ## Boot the local loop (control plane, kwok, Flux, git server, Scribe), walk a canary and an Experiment, print a summary, stop. APPLIER=argocd walks them through Argo CD.
-	@echo "make demo: the first run builds kube-controller-manager, kube-scheduler, kwok and the Flux controllers, and with APPLIER=argocd Argo CD, kustomize and a Redis server (cached afterwards)"
+demo: node-packages ## Boot the local loop (control plane, a real node, kwok, Flux, git server), install Scribe from its image by its chart, walk a canary of the demo app and an Experiment, print a summary, stop. APPLIER=argocd walks them through Argo CD.
+	@echo "make demo: the first run builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers and helm, and with APPLIER=argocd Argo CD, kustomize and a Redis server (cached afterwards); it needs root for the real node"
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_APPLIER=$(APPLIER) go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
 
 .PHONY: demo-up
-demo-up: ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C or `make demo-down` stops everything.
+demo-up: node-packages ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C or `make demo-down` stops everything.
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_UP=1 SCRIBE_DEMO_APPLIER=$(APPLIER) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./test/e2e/
 
 DEMO_PID_FILE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/scribe/demo-up.pid

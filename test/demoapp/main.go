@@ -63,6 +63,9 @@ type config struct {
 	errorRate    float64
 	latency      time.Duration
 	drainDelay   time.Duration
+	// text, when set, is what GET / answers (as text), as hashicorp's
+	// http-echo does: the demo app stands in for it in the loop.
+	text string
 }
 
 func main() {
@@ -114,14 +117,24 @@ func parseConfig(args []string, getenv func(string) string, hostname func() (str
 	rate := fl.String("error-rate", env("ERROR_RATE", "0"), "the share of GET / answered 500, in [0, 1] (env ERROR_RATE)")
 	latency := fl.String("latency", env("LATENCY", "0s"), "added to every GET / (env LATENCY)")
 	drain := fl.String("drain-delay", env("DRAIN_DELAY", "0s"), "on SIGTERM, how long readiness fails before the server stops (env DRAIN_DELAY)")
+	// http-echo's flags, so the demo app can stand in for it.
+	listen := fl.String("listen", "", `the address to listen on, as ":8080" (http-echo's flag); wins over -port`)
+	text := fl.String("text", env("TEXT", ""), "GET / answers this text instead of JSON (http-echo's flag; env TEXT)")
 	if err := fl.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fl.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fl.Args())
 	}
-	cfg := config{version: *ver, pod: *podName}
+	cfg := config{version: *ver, pod: *podName, text: *text}
 	var err error
+	if *listen != "" {
+		_, p, splitErr := net.SplitHostPort(*listen)
+		if splitErr != nil {
+			return config{}, fmt.Errorf("listen %q: want an address such as :8080", *listen)
+		}
+		*port = p
+	}
 	if cfg.port, err = strconv.Atoi(*port); err != nil || cfg.port < 0 || cfg.port > 65535 {
 		return config{}, fmt.Errorf("port %q: want a number from 0 to 65535", *port)
 	}
@@ -245,6 +258,10 @@ func (a *app) root(w http.ResponseWriter, r *http.Request) {
 	a.requests.With(labels).Inc()
 	if code >= 500 {
 		a.errs.With(labels).Inc()
+	}
+	if a.cfg.text != "" {
+		writeText(w, code, a.cfg.text)
+		return
 	}
 	body := struct {
 		Version string `json:"version"`

@@ -45,6 +45,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "a negative latency", args: []string{"-latency", "-1s"}, wantErr: "latency"},
 		{name: "an empty version", args: []string{"-version", ""}, wantErr: "version"},
 		{name: "stray arguments", args: []string{"serve"}, wantErr: "unexpected arguments"},
+		{name: "http-echo's flags: -listen wins over -port, -text is the answer",
+			args: []string{"-listen=:5678", "-port=9090", "-text=hello from demo-http"},
+			want: config{port: 5678, version: version, pod: "host-1", ready: true, text: "hello from demo-http"}},
+		{name: "a -listen that is no address", args: []string{"-listen=5678"}, wantErr: "listen"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,6 +152,15 @@ func TestRoot(t *testing.T) {
 				t.Errorf("metrics count errors where there were none:\n%s", metrics)
 			}
 		})
+	}
+}
+
+func TestRootAnswersTheTextAsHTTPEchoDoes(t *testing.T) {
+	h := newApp(config{version: "v1", pod: "p", ready: true, text: "hello from demo-http"}, time.Now).handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "hello from demo-http\n" || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
+		t.Errorf("GET /: %d %q (%s), want 200 and the text", rec.Code, rec.Body, rec.Header().Get("Content-Type"))
 	}
 }
 

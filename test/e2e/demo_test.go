@@ -53,8 +53,8 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("fixtures/demo: want CRs in namespace %s and workload-v2.yaml to add one version to workload.yaml", ns)
 	}
 	// The catalog's demo-services come from docker.io, which this machine
-	// cannot reach: their pods run on kwok's node.
-	if err := s.SimulateNamespace(ctx, "demo-services"); err != nil {
+	// cannot reach: the node's registry mirrors them with stand-ins.
+	if err := s.Node.PushStandIns(ctx, s.logf); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Client.Create(ctx, exp); err != nil {

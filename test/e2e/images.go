@@ -73,6 +73,21 @@ func (n *Node) PushDemoApp(ctx context.Context, logf func(string, ...any), repo 
 	return nil
 }
 
+// PushStandIns pushes the demo app in place of the catalog's docker.io
+// images, which this machine cannot pull (the node's registry mirrors
+// docker.io): hashicorp/http-echo (the demo app takes its -listen and
+// -text flags) and moul/grpcbin (a server on its port 9000; nothing probes
+// it for gRPC). Their pods then run, and pass their probes, for real.
+func (n *Node) PushStandIns(ctx context.Context, logf func(string, ...any)) error {
+	echo := imagebuild.DemoApp()
+	if err := n.push(ctx, logf, echo, n.Registry+"/hashicorp/http-echo:1.0.0"); err != nil {
+		return err
+	}
+	grpc := imagebuild.DemoApp()
+	grpc.Cmd = []string{"-listen=:9000"}
+	return n.push(ctx, logf, grpc, n.Registry+"/moul/grpcbin:latest")
+}
+
 // logWriter turns a build's log into the test's log lines.
 type logWriter struct{ logf func(string, ...any) }
 

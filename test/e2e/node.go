@@ -53,8 +53,10 @@ const (
 )
 
 // mirroredRegistries are served by the node's registry first: the demo
-// app stands in for the fixtures' ghcr.io/example/* images.
-var mirroredRegistries = []string{"ghcr.io"}
+// app stands in for the fixtures' ghcr.io/example/* images and the
+// catalog's docker.io images (PushStandIns), which this machine cannot
+// pull.
+var mirroredRegistries = map[string]string{"ghcr.io": "https://ghcr.io", "docker.io": "https://registry-1.docker.io"}
 
 // Node is the machine's real node, started by AcquireNode.
 type Node struct {
@@ -255,8 +257,8 @@ func (n *Node) startContainerd() error {
 	// app, pushed as example/web:1): containerd asks the mirror first, as
 	// in an air-gapped cluster.
 	hosts := map[string]string{n.Registry: "http://" + n.Registry}
-	for _, r := range mirroredRegistries {
-		hosts[r] = "https://" + r
+	for r, upstream := range mirroredRegistries {
+		hosts[r] = upstream
 	}
 	for dir, server := range hosts {
 		toml := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", server, "http://"+n.Registry)

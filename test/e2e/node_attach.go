@@ -69,39 +69,12 @@ func prepareAPIServer(env *envtest.Environment, dir string) error {
 	// envtest disables the ServiceAccount admission plugin (its tests run
 	// no kube-controller-manager); pods need their token.
 	args.Set("disable-admission-plugins", "")
-	// PodNodeSelector and PodTolerationRestriction place the pods of a
-	// simulated namespace on kwok's tainted node (SimulateNamespace).
-	args.Set("enable-admission-plugins", "ServiceAccount,PodNodeSelector,PodTolerationRestriction")
+	args.Set("enable-admission-plugins", "ServiceAccount")
 	return nil
 }
 
 // kwokTaint keeps pods off kwok's node in a loop on the real node.
 const kwokTaint = "kwok.x-k8s.io/node"
-
-// SimulateNamespace makes the pods of namespace ns run on kwok's node in a
-// loop on the real node: for workloads whose images this machine cannot
-// pull (the catalog's demo-services come from docker.io), whose readiness
-// kwok then plays. The API server's PodNodeSelector and
-// PodTolerationRestriction admission plugins read the namespace's
-// annotations. In a kwok loop every namespace is simulated already.
-func (s *Stack) SimulateNamespace(ctx context.Context, ns string) error {
-	if s.Node == nil {
-		return nil
-	}
-	n := &corev1.Namespace{}
-	n.Name = ns
-	n.Annotations = map[string]string{
-		"scheduler.alpha.kubernetes.io/node-selector":      "type=kwok",
-		"scheduler.alpha.kubernetes.io/defaultTolerations": `[{"key":"` + kwokTaint + `","operator":"Exists","effect":"NoSchedule"}]`,
-	}
-	if err := s.Client.Create(ctx, n); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create the simulated namespace %s: %w", ns, err)
-		}
-		return fmt.Errorf("namespace %s exists already: simulate it before anything creates it", ns)
-	}
-	return nil
-}
 
 // nodeAttachment is a kubelet and kube-proxy serving one loop.
 type nodeAttachment struct {
