@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/render/contract"
 )
 
@@ -96,6 +97,16 @@ func checkPublish(p Publish) []FieldError {
 	case contract.SourceGitRepository, contract.SourceOCIRepository:
 	default:
 		errs = append(errs, FieldError{Path: "publish.applier.sourceKind", Message: fmt.Sprintf("must be %s or %s, not %q", contract.SourceGitRepository, contract.SourceOCIRepository, p.Applier.SourceKind)})
+	}
+	// The URLs are written into the sync objects: credentials there would
+	// be in Git (and Argo CD's UI) for anyone who reads them.
+	if err := credurl.Check(p.Applier.RepoURL); err != nil {
+		errs = append(errs, FieldError{Path: "publish.applier.repoURL", Message: err.Error()})
+	}
+	if fs := p.Applier.FluxSource; fs != nil {
+		if err := credurl.Check(fs.URL); err != nil {
+			errs = append(errs, FieldError{Path: "publish.applier.fluxSource.url", Message: err.Error()})
+		}
 	}
 	return errs
 }

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/spf13/cobra"
 
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 )
@@ -254,8 +253,13 @@ func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
 	return nil
 }
 
-// checkGitURL refuses a --git URL of a scheme Scribe cannot push to.
+// checkGitURL refuses a --git URL of a scheme Scribe cannot push to, and
+// one that carries credentials (they would be written into the sync
+// objects and shown): they come from --secret-dir and SCRIBE_GIT_* only.
 func checkGitURL(raw string) error {
+	if err := checkNoCredentials("--git", raw); err != nil {
+		return err
+	}
 	ep, err := transport.NewEndpoint(raw)
 	if err != nil {
 		return fmt.Errorf("--git %q: %w", redactURL(raw), err)
@@ -281,11 +285,12 @@ func checkBranch(b string) (string, error) {
 	return name, nil
 }
 
-// cleanRepoPath cleans --path and refuses paths that leave the repository.
+// cleanRepoPath cleans --path by the rule every command and the
+// controller share (publish.CleanRepoPath).
 func cleanRepoPath(p string) (string, error) {
-	c := path.Clean(filepath.ToSlash(p))
-	if path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("--path %q must be a relative path inside the repository", p)
+	c, err := publish.CleanRepoPath(p)
+	if err != nil {
+		return "", fmt.Errorf("--path %w", err)
 	}
 	return c, nil
 }
@@ -302,6 +307,9 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 		dir := filepath.Join(p.out, filepath.FromSlash(repoPath))
 		return publishTarget{where: dir, dir: dir}, nil
 	case p.oci != "":
+		if err := checkNoCredentials("--oci", p.oci); err != nil {
+			return publishTarget{}, err
+		}
 		cfg, err := p.dockerConfigJSON()
 		if err != nil {
 			return publishTarget{}, err
@@ -419,13 +427,17 @@ func defaultGitCacheDir(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".cache", "scribe", "git"), nil
 }
 
-// redactURL hides a password embedded in a URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+// redactURL drops the credentials of a URL (see credurl.Redact).
+func redactURL(raw string) string { return credurl.Redact(raw) }
+
+// checkNoCredentials refuses the URL of flag when it carries credentials,
+// naming the flag and where credentials come from, never echoing them.
+func checkNoCredentials(flag, raw string) error {
+	if err := credurl.Check(raw); err != nil {
+		return fmt.Errorf("%s: %w: Scribe would write it into the sync objects; give Git credentials with --secret-dir or %s/%s (or %s), registry credentials with --docker-config",
+			flag, err, envGitUsername, envGitPassword, envGitToken)
 	}
-	return u.Redacted()
+	return nil
 }
 
 // publishFailure turns an error of Sink.Publish into the CLI's error: its

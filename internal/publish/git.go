@@ -28,6 +28,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // GitOptions configure publishing to one branch of one Git repository.
@@ -279,6 +280,9 @@ func (g *Git) Sink(opts GitOptions) (Sink, error) {
 	if opts.URL == "" || opts.Branch == "" {
 		return nil, fmt.Errorf("git sink: url and branch are required")
 	}
+	if err := credurl.Check(opts.URL); err != nil {
+		return nil, fmt.Errorf("git sink: %w: give credentials in the Secret (or --secret-dir, SCRIBE_GIT_*), never in the URL", err)
+	}
 	if err := checkRepoPath(opts.Path); err != nil {
 		return nil, err
 	}
@@ -345,6 +349,9 @@ func (g *Git) store(url string) (*lockedStore, error) {
 	defer g.mu.Unlock()
 	ls, ok := g.stores[url]
 	if !ok {
+		if err := credurl.Check(url); err != nil {
+			return nil, &Error{Reason: ReasonInvalid, Op: "open", URL: redactURL(url), Err: fmt.Errorf("%w: give credentials in the Secret (or --secret-dir, SCRIBE_GIT_*), never in the URL", err)}
+		}
 		ep, err := transport.NewEndpoint(url)
 		if err != nil {
 			return nil, fmt.Errorf("git URL %q: %w", redactURL(url), err)
@@ -367,12 +374,18 @@ func (g *Git) store(url string) (*lockedStore, error) {
 	return ls, nil
 }
 
+// checkRepoPath applies CleanRepoPath to a sink's path, which must be
+// given clean already ("" is the root).
 func checkRepoPath(p string) error {
 	if p == "" {
 		return nil
 	}
-	if path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
-		return fmt.Errorf("git sink: path %q must be a clean relative path inside the repository", p)
+	c, err := CleanRepoPath(p)
+	if err != nil {
+		return fmt.Errorf("git sink: path %w", err)
+	}
+	if c != p {
+		return fmt.Errorf("git sink: path %q must be clean (%q)", p, c)
 	}
 	return nil
 }
