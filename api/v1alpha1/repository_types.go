@@ -94,7 +94,11 @@ type GitRepositorySpec struct {
 	// .Action, .Object, .Kind, .Namespace, .Name, .Generation, .Digest,
 	// .Reason, .Dir). Scribe always appends the Scribe-Object,
 	// Scribe-Generation and Scribe-Digest trailers, so every commit traces
-	// back to its custom resource whatever the template says.
+	// back to its custom resource whatever the template says; the template
+	// may not write them. Its execution is bounded (2s, 64 KiB of output):
+	// a range must be over the data (such as .Changes), at most two deep,
+	// and a template cannot invoke another.
+	// +kubebuilder:validation:MaxLength=16384
 	// +optional
 	CommitTemplate string `json:"commitTemplate,omitempty"`
 

@@ -334,7 +334,7 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 				return publishTarget{}, err
 			}
 		}
-		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, SyncIndex: true}
+		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, MessageTemplateName: "--message-template", SyncIndex: true}
 		if p.authorName != "" {
 			opts.Author = publish.Signature{Name: p.authorName, Email: p.authorEmail}
 		}

@@ -152,7 +152,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	if err := credurl.Check(g.URL); err != nil {
 		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s: spec.git.url: %w: put them in spec.git.secretRef", repo.Namespace, repo.Name, err)}
 	}
-	opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, SyncIndex: true,
+	opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, MessageTemplateName: "spec.git.commitTemplate", SyncIndex: true,
 		Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
 	if opts.Branch == "" {
 		opts.Branch = "main"

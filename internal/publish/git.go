@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/template"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -47,8 +46,14 @@ type GitOptions struct {
 	// Signer signs commits (see GPGSigner, SSHSigner); nil for unsigned.
 	Signer git.Signer
 	// MessageTemplate is a text/template for the commit subject and body,
-	// executed with CommitInfo. Scribe always appends its trailers.
+	// executed with CommitInfo. Scribe always appends its trailers; the
+	// template may not write them. Its execution is bounded (see
+	// MaxTemplateOutput, TemplateTimeout): ranges only over the data, at
+	// most two deep, and no {{template}} calls.
 	MessageTemplate string
+	// MessageTemplateName names MessageTemplate in errors (the flag or
+	// field it came from); default "commit message template".
+	MessageTemplateName string
 	// MaxAttempts bounds the tries of one batch when other writers keep
 	// moving the branch (default 10).
 	MaxAttempts int
@@ -295,11 +300,15 @@ func (g *Git) Sink(opts GitOptions) (Sink, error) {
 	if opts.Backoff <= 0 {
 		opts.Backoff = 50 * time.Millisecond
 	}
-	var tmpl *template.Template
+	var tmpl *commitTemplate
 	if opts.MessageTemplate != "" {
-		t, err := template.New("commit").Option("missingkey=error").Parse(opts.MessageTemplate)
+		name := opts.MessageTemplateName
+		if name == "" {
+			name = "commit message template"
+		}
+		t, err := parseCommitTemplate(name, opts.MessageTemplate)
 		if err != nil {
-			return nil, fmt.Errorf("git sink: commit message template: %w", err)
+			return nil, fmt.Errorf("git sink: %w", err)
 		}
 		tmpl = t
 	}
@@ -393,7 +402,7 @@ func checkRepoPath(p string) error {
 type gitSink struct {
 	w    *gitWriter
 	opts GitOptions
-	tmpl *template.Template
+	tmpl *commitTemplate
 }
 
 // groupKey says which requests may share a commit.
@@ -969,7 +978,7 @@ func (s *gitSink) message(branch string, edits []pathChange, changed map[string]
 		ci := ChangeInfo{
 			Action: "update", Object: ObjectRef(pc.Source), Kind: pc.Source.Kind,
 			Namespace: pc.Source.Namespace, Name: pc.Source.Name, Generation: pc.Generation,
-			Reason: pc.Reason, Dir: pc.dir(),
+			Reason: neutralizeTrailers(pc.Reason), Dir: pc.dir(),
 		}
 		if pc.Delete {
 			ci.Action = "delete"
@@ -980,9 +989,11 @@ func (s *gitSink) message(branch string, edits []pathChange, changed map[string]
 	}
 	var b strings.Builder
 	if s.tmpl != nil {
-		if err := s.tmpl.Execute(&b, info); err != nil {
-			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("commit message template: %w", err)}
+		out, err := s.tmpl.execute(info)
+		if err != nil {
+			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: err}
 		}
+		b.WriteString(out)
 	} else {
 		defaultMessage(&b, info)
 	}
