@@ -29,6 +29,10 @@ const (
 	envGitToken    = "SCRIBE_GIT_TOKEN"
 )
 
+// maxSecretFile bounds one credentials file (a Secret holds at most
+// 1 MiB in all).
+const maxSecretFile = 1 << 20
+
 // dockerConfigKey is the key of a kubernetes.io/dockerconfigjson Secret.
 const dockerConfigKey = ".dockerconfigjson"
 
@@ -374,7 +378,7 @@ func (p *publishFlags) dockerConfigJSON() ([]byte, error) {
 		return nil, fmt.Errorf("--docker-config and --secret-dir both give registry credentials: use one")
 	}
 	if p.dockerConfig != "" {
-		data, err := os.ReadFile(p.dockerConfig)
+		data, err := publish.ReadRegular(nil, p.dockerConfig, maxSecretFile)
 		if err != nil {
 			return nil, fmt.Errorf("--docker-config: %w", err)
 		}
@@ -403,7 +407,7 @@ func readSecretDir(dir string, keys []string, data map[string][]byte) error {
 		return fmt.Errorf("--secret-dir: %s is not a directory", dir)
 	}
 	for _, k := range keys {
-		v, err := os.ReadFile(filepath.Join(dir, k))
+		v, err := publish.ReadRegular(nil, filepath.Join(dir, k), maxSecretFile)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
