@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/render/contract"
 )
 
@@ -62,6 +63,10 @@ func placeCatalogSource(r *contract.Resolved, src *CatalogSource, applier scribe
 		"sourceRef": map[string]any{"kind": src.Kind, "name": src.Name, "namespace": src.Namespace},
 	}
 	if src.URL != "" {
+		// Written into Argo CD's Application: never with credentials.
+		if err := credurl.Check(src.URL); err != nil {
+			return &FieldError{Path: namePath, Message: fmt.Sprintf("component %q: the published catalog's URL: %v", r.Name, err)}
+		}
 		placed["url"] = src.URL
 	}
 	if src.Revision != "" {

@@ -1,16 +1,18 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
+	"github.com/scribe-gitops/scribe/internal/yamlstream"
 	"github.com/scribe-gitops/scribe/render/contract"
 )
 
@@ -97,6 +99,16 @@ func checkPublish(p Publish) []FieldError {
 	default:
 		errs = append(errs, FieldError{Path: "publish.applier.sourceKind", Message: fmt.Sprintf("must be %s or %s, not %q", contract.SourceGitRepository, contract.SourceOCIRepository, p.Applier.SourceKind)})
 	}
+	// The URLs are written into the sync objects: credentials there would
+	// be in Git (and Argo CD's UI) for anyone who reads them.
+	if err := credurl.Check(p.Applier.RepoURL); err != nil {
+		errs = append(errs, FieldError{Path: "publish.applier.repoURL", Message: err.Error()})
+	}
+	if fs := p.Applier.FluxSource; fs != nil {
+		if err := credurl.Check(fs.URL); err != nil {
+			errs = append(errs, FieldError{Path: "publish.applier.fluxSource.url", Message: err.Error()})
+		}
+	}
 	return errs
 }
 
@@ -126,22 +138,35 @@ func ObjectFromClient(obj client.Object) (map[string]any, error) {
 	return m, nil
 }
 
-// ObjectsFromYAML splits a YAML stream into custom resources. Empty
-// documents are skipped. A key given twice in one mapping is an error
-// naming the key and the document: YAML parsers disagree on which value
-// wins, so the apiserver (which refuses it too) and Scribe could read
-// different objects.
+// ObjectsFromYAML splits a YAML stream into custom resources, by the
+// apiserver tooling's rule (yamlstream.Split): a separator that carries a
+// document ("--- {...}") or content after a "..." end marker is an error
+// naming the document and line, never a document dropped. Empty documents
+// are skipped, and one whose aliases would expand beyond
+// yamlstream.MaxDecodedSize is an error. A key given twice in one mapping is an error naming the
+// key and the document: YAML parsers disagree on which value wins, so the
+// apiserver (which refuses it too) and Scribe could read different
+// objects.
 func ObjectsFromYAML(data []byte) ([]map[string]any, error) {
+	docs, err := yamlstream.Split(data)
+	if err != nil {
+		return nil, fmt.Errorf("YAML stream: %w", err)
+	}
 	var out []map[string]any
-	for i, doc := range splitYAML(string(data)) {
-		if strings.TrimSpace(doc.text) == "" {
+	for i, doc := range docs {
+		if len(bytes.TrimSpace(doc.Data)) == 0 {
 			continue
 		}
+		// Aliases are expanded by the decoder: bound what they expand to
+		// before it copies anything.
+		if err := yamlstream.CheckDecodedSize(doc.Data, yamlstream.MaxDecodedSize); err != nil {
+			return nil, fmt.Errorf("document %d (from line %d): %w", i+1, doc.Line, err)
+		}
 		// Integers decode as int64 and other numbers as float64, as in the apiserver.
-		js, err := yaml.YAMLToJSONStrict([]byte(doc.text))
+		js, err := yaml.YAMLToJSONStrict(doc.Data)
 		if err != nil {
 			// The parser counts lines from the document's start.
-			return nil, fmt.Errorf("document %d (from line %d): %w", i+1, doc.line, err)
+			return nil, fmt.Errorf("document %d (from line %d): %w", i+1, doc.Line, err)
 		}
 		var m map[string]any
 		if err := utiljson.Unmarshal(js, &m); err != nil {
@@ -153,29 +178,6 @@ func ObjectsFromYAML(data []byte) ([]map[string]any, error) {
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// yamlDoc is one document of a stream and the line it starts at.
-type yamlDoc struct {
-	text string
-	line int
-}
-
-// splitYAML splits a stream at `---` document separators.
-func splitYAML(s string) []yamlDoc {
-	var docs []yamlDoc
-	var cur strings.Builder
-	start := 1
-	for n, line := range strings.SplitAfter(s, "\n") {
-		if strings.TrimRight(line, " \t\r\n") == "---" {
-			docs = append(docs, yamlDoc{text: cur.String(), line: start})
-			cur.Reset()
-			start = n + 2
-			continue
-		}
-		cur.WriteString(line)
-	}
-	return append(docs, yamlDoc{text: cur.String(), line: start})
 }
 
 // objectName returns Kind/namespace/name of a JSON-shaped object, for

@@ -52,8 +52,11 @@ type RepositorySpec struct {
 
 // GitRepositorySpec describes a Git remote.
 type GitRepositorySpec struct {
-	// URL of the remote: https://, http:// or ssh://.
+	// URL of the remote: https://, http:// or ssh://. It carries no
+	// credentials (they belong in secretRef): no user info in an https or
+	// http URL, no password in an ssh URL (ssh://git@host/... is fine).
 	// +kubebuilder:validation:Pattern="^(https?|ssh)://.+$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[hH][tT][tT][pP][sS]?://[^/?#]*@') && !self.matches('^[sS][sS][hH]://[^/?#@]*:[^/?#]*@')",message="the URL must not carry credentials: put them in spec.git.secretRef (an ssh login such as git@ is fine)"
 	// +required
 	URL string `json:"url"`
 
@@ -67,6 +70,9 @@ type GitRepositorySpec struct {
 	// `<namespace>/<kind>/<name>/`. Scribe never writes outside its own paths.
 	// +kubebuilder:default="."
 	// +kubebuilder:validation:Pattern="^[^/].*$|^\\.$"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('\\\\')",message="path must not hold a backslash: use / between directories"
+	// +kubebuilder:validation:XValidation:rule="!self.lowerAscii().matches('(^|/)[.]git[. ]*(/|$)')",message="path must not have a .git component (in any case): Git refuses it in a tree and every clone would fail"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="path must stay inside the repository (no .. component)"
 	// +optional
 	Path string `json:"path,omitempty"`
 
@@ -88,7 +94,11 @@ type GitRepositorySpec struct {
 	// .Action, .Object, .Kind, .Namespace, .Name, .Generation, .Digest,
 	// .Reason, .Dir). Scribe always appends the Scribe-Object,
 	// Scribe-Generation and Scribe-Digest trailers, so every commit traces
-	// back to its custom resource whatever the template says.
+	// back to its custom resource whatever the template says; the template
+	// may not write them. Its execution is bounded (2s, 64 KiB of output):
+	// a range must be over the data (such as .Changes), at most two deep,
+	// and a template cannot invoke another.
+	// +kubebuilder:validation:MaxLength=16384
 	// +optional
 	CommitTemplate string `json:"commitTemplate,omitempty"`
 
@@ -143,6 +153,7 @@ type PullRequestSpec struct {
 type OCIRepositorySpec struct {
 	// URL of the OCI repository, oci://host/path.
 	// +kubebuilder:validation:Pattern="^oci://.+$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^oci://[^/]*@')",message="the URL must not carry credentials: put them in spec.oci.secretRef"
 	// +required
 	URL string `json:"url"`
 	// SecretRef is a docker-config Secret (`.dockerconfigjson`) for the registry.

@@ -15,6 +15,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 
+	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -80,28 +81,8 @@ func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles
 		}
 		return full, nil
 	}
-	read := func(p string) ([]byte, error) {
-		f, err := fsys.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = f.Close() }()
-		st, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		if !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s: not a regular file", p)
-		}
-		data, err := io.ReadAll(io.LimitReader(f, maxDiffFile+1))
-		if err != nil {
-			return nil, err
-		}
-		if len(data) > maxDiffFile {
-			return nil, fmt.Errorf("%s: larger than %d MiB", p, maxDiffFile>>20)
-		}
-		return data, nil
-	}
+	// Reads never block: a FIFO in the checkout is refused, not waited on.
+	read := func(p string) ([]byte, error) { return publish.ReadRegular(root, p, maxDiffFile) }
 	changed := false
 	for _, b := range bundles {
 		if err := ctx.Err(); err != nil {

@@ -81,6 +81,9 @@ func (f *renderFlags) publish() (render.Publish, error) {
 			if p.Applier.SourceKind != contract.SourceGitRepository {
 				return p, fmt.Errorf("--flux-source-url needs --source-kind GitRepository")
 			}
+			if err := checkNoCredentials("--flux-source-url", f.fluxURL); err != nil {
+				return p, err
+			}
 			p.Applier.FluxSource = &render.FluxGitSource{URL: f.fluxURL, SecretRef: f.fluxSecret}
 		} else if f.fluxSecret != "" {
 			return p, fmt.Errorf("--flux-source-secret needs --flux-source-url")
@@ -91,6 +94,9 @@ func (f *renderFlags) publish() (render.Publish, error) {
 		}
 		if f.repoURL == "" {
 			return p, fmt.Errorf("--repo-url is required with --applier ArgoCD")
+		}
+		if err := checkNoCredentials("--repo-url", f.repoURL); err != nil {
+			return p, err
 		}
 		if f.serviceAccount != "" {
 			return p, fmt.Errorf("--service-account needs --applier Flux (Argo CD applies with its own rights, limited by the AppProject)")

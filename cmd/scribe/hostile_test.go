@@ -27,6 +27,13 @@ type hostileCase struct {
 	Stdout []string `json:"stdout"`
 	// StdoutAbsent are substrings that must not appear on stdout.
 	StdoutAbsent []string `json:"stdoutAbsent"`
+	// StderrAbsent are substrings that must not appear on stderr (a
+	// credential the arguments carry, say).
+	StderrAbsent []string `json:"stderrAbsent"`
+	// Files are slash paths, relative to $CASE, that must exist afterwards;
+	// Absent are those that must not.
+	Files  []string `json:"files"`
+	Absent []string `json:"absent"`
 }
 
 // TestHostileCorpus runs every fixtures/hostile/*/case.yaml through the
@@ -85,7 +92,22 @@ func TestHostileCorpus(t *testing.T) {
 					t.Errorf("stdout holds %q:\n%s", s, stdout.String())
 				}
 			}
+			for _, s := range c.StderrAbsent {
+				if strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr holds %q:\n%s", s, stderr.String())
+				}
+			}
 			after := listTree(t, dir)
+			for _, p := range c.Files {
+				if !after[p] {
+					t.Errorf("%s is missing", p)
+				}
+			}
+			for _, p := range c.Absent {
+				if after[p] {
+					t.Errorf("%s exists", p)
+				}
+			}
 			for p := range before {
 				if !after[p] {
 					t.Errorf("%s was deleted", p)

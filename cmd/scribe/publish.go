@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/spf13/cobra"
 
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 )
@@ -29,6 +28,10 @@ const (
 	envGitPassword = "SCRIBE_GIT_PASSWORD"
 	envGitToken    = "SCRIBE_GIT_TOKEN"
 )
+
+// maxSecretFile bounds one credentials file (a Secret holds at most
+// 1 MiB in all).
+const maxSecretFile = 1 << 20
 
 // dockerConfigKey is the key of a kubernetes.io/dockerconfigjson Secret.
 const dockerConfigKey = ".dockerconfigjson"
@@ -254,8 +257,13 @@ func (p *publishFlags) check(cmd *cobra.Command, f *renderFlags) error {
 	return nil
 }
 
-// checkGitURL refuses a --git URL of a scheme Scribe cannot push to.
+// checkGitURL refuses a --git URL of a scheme Scribe cannot push to, and
+// one that carries credentials (they would be written into the sync
+// objects and shown): they come from --secret-dir and SCRIBE_GIT_* only.
 func checkGitURL(raw string) error {
+	if err := checkNoCredentials("--git", raw); err != nil {
+		return err
+	}
 	ep, err := transport.NewEndpoint(raw)
 	if err != nil {
 		return fmt.Errorf("--git %q: %w", redactURL(raw), err)
@@ -281,11 +289,12 @@ func checkBranch(b string) (string, error) {
 	return name, nil
 }
 
-// cleanRepoPath cleans --path and refuses paths that leave the repository.
+// cleanRepoPath cleans --path by the rule every command and the
+// controller share (publish.CleanRepoPath).
 func cleanRepoPath(p string) (string, error) {
-	c := path.Clean(filepath.ToSlash(p))
-	if path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("--path %q must be a relative path inside the repository", p)
+	c, err := publish.CleanRepoPath(p)
+	if err != nil {
+		return "", fmt.Errorf("--path %w", err)
 	}
 	return c, nil
 }
@@ -302,6 +311,9 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 		dir := filepath.Join(p.out, filepath.FromSlash(repoPath))
 		return publishTarget{where: dir, dir: dir}, nil
 	case p.oci != "":
+		if err := checkNoCredentials("--oci", p.oci); err != nil {
+			return publishTarget{}, err
+		}
 		cfg, err := p.dockerConfigJSON()
 		if err != nil {
 			return publishTarget{}, err
@@ -326,7 +338,7 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 				return publishTarget{}, err
 			}
 		}
-		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, SyncIndex: true}
+		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, MessageTemplateName: "--message-template", SyncIndex: true}
 		if p.authorName != "" {
 			opts.Author = publish.Signature{Name: p.authorName, Email: p.authorEmail}
 		}
@@ -366,7 +378,7 @@ func (p *publishFlags) dockerConfigJSON() ([]byte, error) {
 		return nil, fmt.Errorf("--docker-config and --secret-dir both give registry credentials: use one")
 	}
 	if p.dockerConfig != "" {
-		data, err := os.ReadFile(p.dockerConfig)
+		data, err := publish.ReadRegular(nil, p.dockerConfig, maxSecretFile)
 		if err != nil {
 			return nil, fmt.Errorf("--docker-config: %w", err)
 		}
@@ -395,7 +407,7 @@ func readSecretDir(dir string, keys []string, data map[string][]byte) error {
 		return fmt.Errorf("--secret-dir: %s is not a directory", dir)
 	}
 	for _, k := range keys {
-		v, err := os.ReadFile(filepath.Join(dir, k))
+		v, err := publish.ReadRegular(nil, filepath.Join(dir, k), maxSecretFile)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -419,13 +431,17 @@ func defaultGitCacheDir(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".cache", "scribe", "git"), nil
 }
 
-// redactURL hides a password embedded in a URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+// redactURL drops the credentials of a URL (see credurl.Redact).
+func redactURL(raw string) string { return credurl.Redact(raw) }
+
+// checkNoCredentials refuses the URL of flag when it carries credentials,
+// naming the flag and where credentials come from, never echoing them.
+func checkNoCredentials(flag, raw string) error {
+	if err := credurl.Check(raw); err != nil {
+		return fmt.Errorf("%s: %w: Scribe would write it into the sync objects; give Git credentials with --secret-dir or %s/%s (or %s), registry credentials with --docker-config",
+			flag, err, envGitUsername, envGitPassword, envGitToken)
 	}
-	return u.Redacted()
+	return nil
 }
 
 // publishFailure turns an error of Sink.Publish into the CLI's error: its

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -382,5 +383,35 @@ func TestPublishToDirectoryWritesTheTreeUnderPath(t *testing.T) {
 	// diff with the same --path agrees: the layout is the repository's.
 	if code, stdout, stderr := scribe(t, "diff", "-f", canary, "-d", repo, "--path", "deploy"); code != exitOK {
 		t.Fatalf("diff after publish -o: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// A --message-template that would loop, write without end or forge
+// Scribe's trailers is exit 2 naming the flag, and nothing is pushed: an
+// unbounded shape before rendering, a bound hit when the message is made.
+func TestPublishMessageTemplateIsBoundedAndCannotForgeTrailers(t *testing.T) {
+	clearGitEnv(t)
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "exp", "main")
+	before := branchHead(t, srv, "exp", "main")
+	for _, tc := range []struct{ name, tmpl, want string }{
+		{"range over a number", "{{range 100000000}}x{{end}}", "range over 100000000"},
+		{"recursive template", `{{define "a"}}{{template "a" .}}{{end}}{{template "a" .}}`, "cannot invoke templates"},
+		{"output beyond the bound", `{{range .Changes}}{{range $.Changes}}{{printf "%060000d" 0}}{{end}}{{end}}`, "exceeds its bounds"},
+		{"a forged trailer", "ci: publish\n\nScribe-Object: Workload/prod/db", "trailers are Scribe's own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, _, stderr := scribe(t, "publish", "-f", filepath.Join(fixtures, "valid"), "--git", url, "--cache-dir", t.TempDir(), "--message-template", tc.tmpl)
+			if code != exitError || !strings.Contains(stderr, "--message-template") || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, want 2 naming --message-template with %q:\n%s", code, tc.want, stderr)
+			}
+			if d := time.Since(start); d > time.Minute {
+				t.Errorf("took %s", d)
+			}
+			if head := branchHead(t, srv, "exp", "main"); head != before {
+				t.Errorf("the branch moved to %s", head)
+			}
+		})
 	}
 }

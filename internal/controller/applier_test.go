@@ -367,3 +367,47 @@ func TestResolverStallsARepositoryWhoseApplierNamespaceIsNotWatched(t *testing.T
 		t.Fatalf("applier namespace watched: %v", err)
 	}
 }
+
+// A Repository whose URL carries credentials (one created before the CRD
+// refused them, or through a bypass) is Invalid in the resolver, before
+// any render or push, and the error never repeats the credential; nor
+// does it reach the render input that becomes the sync objects.
+func TestResolverRefusesCredentialsInTheRepositoryURL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec scribev1.RepositorySpec
+	}{
+		{"Argo CD over https with a password", scribev1.RepositorySpec{Git: &scribev1.GitRepositorySpec{URL: "https://user:s3cret@127.0.0.1:1/acme/r.git", Branch: "main", Path: "."}, Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe"}}},
+		{"https token as the user name", scribev1.RepositorySpec{Git: &scribev1.GitRepositorySpec{URL: "https://s3cret@127.0.0.1:1/acme/r.git", Branch: "main", Path: "."}, Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe"}}},
+		{"oci with a password", scribev1.RepositorySpec{OCI: &scribev1.OCIRepositorySpec{URL: "oci://robot:s3cret@localhost:5000/team/m"}, Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := &scribev1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"}, Spec: tc.spec}
+			r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+			tg, err := r.For(context.Background(), repo)
+			var re *reasonError
+			if !errors.As(err, &re) || re.reason != string(publish.ReasonInvalid) {
+				t.Fatalf("For = %+v, %v; want an Invalid reason error", tg, err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error repeats the credential: %v", err)
+			}
+		})
+	}
+}
+
+// A Repository whose spec.git.path has a .git component (which the CRD
+// now refuses) is Invalid in the resolver too.
+func TestResolverRefusesAGitComponentInTheRepositoryPath(t *testing.T) {
+	for _, p := range []string{".git", ".git/hooks", "x/.GIT", `a\b`} {
+		repo := &scribev1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
+			Spec: scribev1.RepositorySpec{Git: &scribev1.GitRepositorySpec{URL: "http://127.0.0.1:1/acme/r.git", Branch: "main", Path: p},
+				Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe"}}}
+		r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+		_, err := r.For(context.Background(), repo)
+		var re *reasonError
+		if !errors.As(err, &re) || re.reason != string(publish.ReasonInvalid) {
+			t.Errorf("path %q: For = %v, want an Invalid reason error", p, err)
+		}
+	}
+}

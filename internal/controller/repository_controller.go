@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // RepositoryReconciler checks that Scribe can write to each Repository and
@@ -116,11 +117,11 @@ func accessMessage(repo *scribev1.Repository, head string) string {
 			branch = "main"
 		}
 		if head == "" {
-			return fmt.Sprintf("can push to %s; branch %s does not exist yet", repo.Spec.Git.URL, branch)
+			return fmt.Sprintf("can push to %s; branch %s does not exist yet", credurl.Redact(repo.Spec.Git.URL), branch)
 		}
-		return fmt.Sprintf("can push to %s; branch %s at %s", repo.Spec.Git.URL, branch, head)
+		return fmt.Sprintf("can push to %s; branch %s at %s", credurl.Redact(repo.Spec.Git.URL), branch, head)
 	}
-	return fmt.Sprintf("can push to %s", repo.Spec.OCI.URL)
+	return fmt.Sprintf("can push to %s", credurl.Redact(repo.Spec.OCI.URL))
 }
 
 // catalogRetryInterval is how soon a catalog that could not be loaded is

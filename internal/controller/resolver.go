@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 	"github.com/scribe-gitops/scribe/render"
@@ -146,7 +147,12 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 // of render's input.
 func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Target, in *render.Publish) error {
 	g := repo.Spec.Git
-	opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, SyncIndex: true,
+	// The CRD refuses credentials in the URL; one stored before it did is
+	// Invalid here, before a Secret is read or anything is rendered.
+	if err := credurl.Check(g.URL); err != nil {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s: spec.git.url: %w: put them in spec.git.secretRef", repo.Namespace, repo.Name, err)}
+	}
+	opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, MessageTemplateName: "spec.git.commitTemplate", SyncIndex: true,
 		Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
 	if opts.Branch == "" {
 		opts.Branch = "main"
@@ -269,7 +275,7 @@ func (r *Resolver) ociSink(opts ocisink.Options) (*ocisink.Sink, error) {
 	}
 	s, err := ocisink.New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("oci sink %s: %w", opts.URL, err)
+		return nil, fmt.Errorf("oci sink %s: %w", credurl.Redact(opts.URL), err)
 	}
 	if r.oci == nil {
 		r.oci = map[string]*ocisink.Sink{}

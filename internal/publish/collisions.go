@@ -3,7 +3,6 @@ package publish
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -18,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/yamlstream"
 )
 
 // Objects of different custom resources must not share an identity (API
@@ -163,12 +163,16 @@ func identityLines(data []byte) []byte {
 	return out
 }
 
-// decodeObjects decodes every document of a YAML stream; ok is false when
-// one does not parse.
+// decodeObjects decodes every document of a YAML stream, cut by the one
+// rule every reader of Scribe uses (yamlstream.Split); ok is false when
+// the stream cannot be cut or a document does not parse.
 func decodeObjects(data []byte, file string) (out []heldObject, ok bool) {
-	ok = true
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
+	docs, err := yamlstream.Split(data)
+	ok = err == nil
+	for _, d := range docs {
+		if len(bytes.TrimSpace(d.Data)) == 0 {
+			continue
+		}
 		var meta struct {
 			APIVersion string `yaml:"apiVersion"`
 			Kind       string `yaml:"kind"`
@@ -177,8 +181,11 @@ func decodeObjects(data []byte, file string) (out []heldObject, ok bool) {
 				Namespace string `yaml:"namespace"`
 			} `yaml:"metadata"`
 		}
-		if err := dec.Decode(&meta); err != nil {
-			return out, ok && errors.Is(err, io.EOF)
+		if yamlstream.CheckDecodedSize(d.Data, yamlstream.MaxDecodedSize) != nil {
+			return out, false
+		}
+		if err := yaml.Unmarshal(d.Data, &meta); err != nil {
+			return out, false
 		}
 		if meta.Kind == "" || meta.Metadata.Name == "" {
 			ok = false // not an object, or its identity is not in block style
@@ -186,6 +193,7 @@ func decodeObjects(data []byte, file string) (out []heldObject, ok bool) {
 		}
 		out = append(out, heldObject{key: keyOf(meta.APIVersion, meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name), file: file})
 	}
+	return out, ok
 }
 
 func blobObjects(src layeredStorer, ids *identityCache, h plumbing.Hash, file string) ([]heldObject, error) {

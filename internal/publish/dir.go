@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -114,24 +113,9 @@ func CheckOutputDir(dir string) error {
 // readMarker reads and decodes the marker at the top of root.
 func readMarker(root *os.Root) (outputMarker, error) {
 	var m outputMarker
-	f, err := root.Open(OutputMarker)
+	data, err := ReadRegular(root, OutputMarker, maxMarkerSize)
 	if err != nil {
 		return m, err
-	}
-	defer func() { _ = f.Close() }()
-	st, err := f.Stat()
-	if err != nil {
-		return m, err
-	}
-	if !st.Mode().IsRegular() {
-		return m, fmt.Errorf("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxMarkerSize+1))
-	if err != nil {
-		return m, err
-	}
-	if len(data) > maxMarkerSize {
-		return m, fmt.Errorf("larger than %d bytes", maxMarkerSize)
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, err

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/template"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -28,6 +27,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // GitOptions configure publishing to one branch of one Git repository.
@@ -46,8 +46,14 @@ type GitOptions struct {
 	// Signer signs commits (see GPGSigner, SSHSigner); nil for unsigned.
 	Signer git.Signer
 	// MessageTemplate is a text/template for the commit subject and body,
-	// executed with CommitInfo. Scribe always appends its trailers.
+	// executed with CommitInfo. Scribe always appends its trailers; the
+	// template may not write them. Its execution is bounded (see
+	// MaxTemplateOutput, TemplateTimeout): ranges only over the data, at
+	// most two deep, and no {{template}} calls.
 	MessageTemplate string
+	// MessageTemplateName names MessageTemplate in errors (the flag or
+	// field it came from); default "commit message template".
+	MessageTemplateName string
 	// MaxAttempts bounds the tries of one batch when other writers keep
 	// moving the branch (default 10).
 	MaxAttempts int
@@ -279,6 +285,9 @@ func (g *Git) Sink(opts GitOptions) (Sink, error) {
 	if opts.URL == "" || opts.Branch == "" {
 		return nil, fmt.Errorf("git sink: url and branch are required")
 	}
+	if err := credurl.Check(opts.URL); err != nil {
+		return nil, fmt.Errorf("git sink: %w: give credentials in the Secret (or --secret-dir, SCRIBE_GIT_*), never in the URL", err)
+	}
 	if err := checkRepoPath(opts.Path); err != nil {
 		return nil, err
 	}
@@ -291,11 +300,15 @@ func (g *Git) Sink(opts GitOptions) (Sink, error) {
 	if opts.Backoff <= 0 {
 		opts.Backoff = 50 * time.Millisecond
 	}
-	var tmpl *template.Template
+	var tmpl *commitTemplate
 	if opts.MessageTemplate != "" {
-		t, err := template.New("commit").Option("missingkey=error").Parse(opts.MessageTemplate)
+		name := opts.MessageTemplateName
+		if name == "" {
+			name = "commit message template"
+		}
+		t, err := parseCommitTemplate(name, opts.MessageTemplate)
 		if err != nil {
-			return nil, fmt.Errorf("git sink: commit message template: %w", err)
+			return nil, fmt.Errorf("git sink: %w", err)
 		}
 		tmpl = t
 	}
@@ -345,6 +358,9 @@ func (g *Git) store(url string) (*lockedStore, error) {
 	defer g.mu.Unlock()
 	ls, ok := g.stores[url]
 	if !ok {
+		if err := credurl.Check(url); err != nil {
+			return nil, &Error{Reason: ReasonInvalid, Op: "open", URL: redactURL(url), Err: fmt.Errorf("%w: give credentials in the Secret (or --secret-dir, SCRIBE_GIT_*), never in the URL", err)}
+		}
 		ep, err := transport.NewEndpoint(url)
 		if err != nil {
 			return nil, fmt.Errorf("git URL %q: %w", redactURL(url), err)
@@ -367,12 +383,18 @@ func (g *Git) store(url string) (*lockedStore, error) {
 	return ls, nil
 }
 
+// checkRepoPath applies CleanRepoPath to a sink's path, which must be
+// given clean already ("" is the root).
 func checkRepoPath(p string) error {
 	if p == "" {
 		return nil
 	}
-	if path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
-		return fmt.Errorf("git sink: path %q must be a clean relative path inside the repository", p)
+	c, err := CleanRepoPath(p)
+	if err != nil {
+		return fmt.Errorf("git sink: path %w", err)
+	}
+	if c != p {
+		return fmt.Errorf("git sink: path %q must be clean (%q)", p, c)
 	}
 	return nil
 }
@@ -380,7 +402,7 @@ func checkRepoPath(p string) error {
 type gitSink struct {
 	w    *gitWriter
 	opts GitOptions
-	tmpl *template.Template
+	tmpl *commitTemplate
 }
 
 // groupKey says which requests may share a commit.
@@ -956,7 +978,7 @@ func (s *gitSink) message(branch string, edits []pathChange, changed map[string]
 		ci := ChangeInfo{
 			Action: "update", Object: ObjectRef(pc.Source), Kind: pc.Source.Kind,
 			Namespace: pc.Source.Namespace, Name: pc.Source.Name, Generation: pc.Generation,
-			Reason: pc.Reason, Dir: pc.dir(),
+			Reason: neutralizeTrailers(pc.Reason), Dir: pc.dir(),
 		}
 		if pc.Delete {
 			ci.Action = "delete"
@@ -967,9 +989,11 @@ func (s *gitSink) message(branch string, edits []pathChange, changed map[string]
 	}
 	var b strings.Builder
 	if s.tmpl != nil {
-		if err := s.tmpl.Execute(&b, info); err != nil {
-			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("commit message template: %w", err)}
+		out, err := s.tmpl.execute(info)
+		if err != nil {
+			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: err}
 		}
+		b.WriteString(out)
 	} else {
 		defaultMessage(&b, info)
 	}

@@ -14,6 +14,8 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // Keys of a Git credentials Secret, the same as Flux's GitRepository uses.
@@ -33,6 +35,11 @@ const (
 // Empty data means anonymous access. Keys that do not fit the URL's scheme
 // are an error rather than silently ignored.
 func GitAuth(url string, data map[string][]byte) (transport.AuthMethod, error) {
+	// Credentials come from data only; a URL that carries some is refused
+	// before it is parsed, so no parse error can repeat them.
+	if err := credurl.Check(url); err != nil {
+		return nil, fmt.Errorf("git URL: %w: give credentials in the Secret (or --secret-dir, SCRIBE_GIT_*), never in the URL", err)
+	}
 	ep, err := transport.NewEndpoint(url)
 	if err != nil {
 		return nil, fmt.Errorf("git URL %q: %w", url, err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,6 +28,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // gitStore is the cached bare repository of one remote. It is never checked
@@ -146,7 +147,7 @@ func checkCache(dir, url string, repo *git.Repository) (err error) {
 	if err != nil {
 		return fmt.Errorf("git cache %s: remote: %w", dir, err)
 	}
-	if urls := rem.Config().URLs; len(urls) != 1 || urls[0] != url {
+	if urls := rem.Config().URLs; len(urls) != 1 || urls[0] != redactURL(url) {
 		return fmt.Errorf("git cache %s: remote is %v, not %s", dir, urls, redactURL(url))
 	}
 	if err := checkPacks(filepath.Join(dir, "objects", "pack")); err != nil {
@@ -263,7 +264,9 @@ func resetGitStore(dir, url string) (*git.Repository, error) {
 	if err != nil {
 		return nil, fmt.Errorf("init git cache %s: %w", dir, err)
 	}
-	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
+	// The config holds the URL without credentials: fetches and pushes
+	// name the URL in memory (RemoteURL), so nothing secret is on disk.
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{redactURL(url)}}); err != nil {
 		return nil, fmt.Errorf("git cache %s: add remote: %w", dir, err)
 	}
 	if _, err := os.Lstat(dir); err == nil {
@@ -310,15 +313,9 @@ func (s *gitStore) writeRef(name plumbing.ReferenceName, h plumbing.Hash) error 
 	return os.Rename(tmp, p)
 }
 
-// redactURL drops a password or token from a URL's user info, so messages,
-// conditions and logs never carry it.
-func redactURL(raw string) string {
-	u, err := neturl.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
+// redactURL drops the credentials of a URL (see credurl.Redact), so
+// messages, conditions, logs and the cache's config never carry them.
+func redactURL(raw string) string { return credurl.Redact(raw) }
 
 // remoteRefs asks the remote for its refs through a receive-pack session,
 // which is also the session a push uses; it is one HTTP round trip.

@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/internal/yamlstream"
 )
 
 // MaxProposalBody is the most bytes a pull request body holds: GitHub
@@ -249,6 +251,9 @@ func treeObjects(src layeredStorer, root plumbing.Hash, dir string) (map[rendere
 					Namespace string `json:"namespace"`
 				} `json:"metadata"`
 			}
+			if yamlstream.CheckDecodedSize(doc, yamlstream.MaxDecodedSize) != nil {
+				continue // read from the repository: whoever wrote it, it expands no further
+			}
 			if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind == "" || meta.Metadata.Name == "" {
 				continue
 			}
@@ -258,22 +263,16 @@ func treeObjects(src layeredStorer, root plumbing.Hash, dir string) (map[rendere
 	return out, nil
 }
 
-// splitDocs splits a YAML stream at its "---" lines.
+// splitDocs returns the non-empty documents of a YAML stream, cut by the
+// one rule every reader of Scribe uses (yamlstream.Split); a stream that
+// cannot be cut is read up to its faulty document.
 func splitDocs(data []byte) [][]byte {
-	var out [][]byte
-	var cur []byte
-	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-		if t := bytes.TrimRight(line, " \t\r\n"); bytes.Equal(t, []byte("---")) || bytes.HasPrefix(t, []byte("--- ")) {
-			if len(bytes.TrimSpace(cur)) > 0 {
-				out = append(out, cur)
-			}
-			cur = nil
-			continue
+	docs, _ := yamlstream.Split(data)
+	out := make([][]byte, 0, len(docs))
+	for _, d := range docs {
+		if len(bytes.TrimSpace(d.Data)) > 0 {
+			out = append(out, d.Data)
 		}
-		cur = append(cur, line...)
-	}
-	if len(bytes.TrimSpace(cur)) > 0 {
-		out = append(out, cur)
 	}
 	return out
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/internal/yamlstream"
 )
 
 // SyncIndexFile is the index Scribe keeps at the repository path when
@@ -69,6 +71,9 @@ func CheckSyncIndex(data []byte) error {
 	first, _, _ := bytes.Cut(data, []byte("\n"))
 	if strings.TrimRight(string(first), " \t\r") != SyncIndexMarker {
 		return fmt.Errorf("its first line is not Scribe's marker %q", SyncIndexMarker)
+	}
+	if err := yamlstream.CheckDecodedSize(data, yamlstream.MaxDecodedSize); err != nil {
+		return fmt.Errorf("it is not a kustomization Scribe writes: %w", err)
 	}
 	var idx syncIndex
 	if err := yaml.UnmarshalStrict(data, &idx); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // endpoint is where a Client talks to: the repository and the API root.
@@ -84,6 +86,9 @@ func parseRepoURL(raw string) (repoRef, error) {
 	if raw == "" {
 		return repoRef{}, errors.New("repository URL is empty")
 	}
+	if err := credurl.Check(raw); err != nil {
+		return repoRef{}, fmt.Errorf("repository URL: %w", err)
+	}
 	var ref repoRef
 	var p string
 	if strings.Contains(raw, "://") {
@@ -95,7 +100,7 @@ func parseRepoURL(raw string) (repoRef, error) {
 			}
 			return repoRef{}, fmt.Errorf("invalid repository URL: %w", err)
 		}
-		shown := u.Redacted()
+		shown := credurl.Redact(raw)
 		if u.Host == "" || u.Hostname() == "" {
 			return repoRef{}, fmt.Errorf("repository URL %q has no host", shown)
 		}
@@ -152,6 +157,9 @@ func parseRepoURL(raw string) (repoRef, error) {
 // SDK.
 func parseAPIURL(provider, raw string) (string, error) {
 	raw = strings.TrimSpace(raw)
+	if err := credurl.Check(raw); err != nil {
+		return "", fmt.Errorf("API URL: %w: put credentials in the token, not the URL", err)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		var ue *url.Error
@@ -161,13 +169,13 @@ func parseAPIURL(provider, raw string) (string, error) {
 		return "", fmt.Errorf("invalid API URL: %w", err)
 	}
 	if s := strings.ToLower(u.Scheme); (s != "https" && s != "http") || u.Host == "" {
-		return "", fmt.Errorf("API URL %q: want an absolute http(s) URL", u.Redacted())
+		return "", fmt.Errorf("API URL %q: want an absolute http(s) URL", credurl.Redact(raw))
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("API URL %q: put credentials in the token, not the URL", u.Redacted())
+		return "", fmt.Errorf("API URL %q: put credentials in the token, not the URL", credurl.Redact(raw))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("API URL %q: want no query or fragment", u.Redacted())
+		return "", fmt.Errorf("API URL %q: want no query or fragment", credurl.Redact(raw))
 	}
 	s := u.String()
 	switch provider {

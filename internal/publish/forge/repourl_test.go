@@ -14,7 +14,6 @@ func TestResolveDerivesRepositoryAndAPIURLFromTheCloneURL(t *testing.T) {
 		{"github https with .git", "github", "https://github.com/acme/exp.git", "", "acme/exp", "acme", "exp", "https://api.github.com/"},
 		{"github https without .git", "github", "https://github.com/acme/exp", "", "acme/exp", "acme", "exp", "https://api.github.com/"},
 		{"github https trailing slash", "github", "https://github.com/acme/exp/", "", "acme/exp", "acme", "exp", "https://api.github.com/"},
-		{"github https with credentials", "github", "https://x-access-token:secret@github.com/acme/exp.git", "", "acme/exp", "acme", "exp", "https://api.github.com/"},
 		{"github scp form", "github", "git@github.com:acme/exp.git", "", "acme/exp", "acme", "exp", "https://api.github.com/"},
 		{"github ssh URL", "github", "ssh://git@github.com/acme/exp.git", "", "acme/exp", "acme", "exp", "https://api.github.com/"},
 		{"github enterprise https", "github", "https://ghe.example.com/acme/exp.git", "", "acme/exp", "acme", "exp", "https://ghe.example.com/api/v3/"},
@@ -65,6 +64,8 @@ func TestResolveRejectsInvalidURLs(t *testing.T) {
 		{"bad host", "github", "https://gith ub.com/acme/exp", "", "invalid repository URL"},
 		{"scp form without host", "github", "git@:acme/exp.git", "", "no valid host"},
 		{"relative API URL", "github", "https://github.com/acme/exp", "/api/v3", "want an absolute http(s) URL"},
+		{"clone URL with credentials", "github", "https://x-access-token:secret@github.com/acme/exp.git", "", "carries credentials"},
+		{"clone URL with a token as user name", "github", "https://secret@github.com/acme/exp.git", "", "carries credentials"},
 		{"API URL with credentials", "gitea", "https://gitea.example.com/acme/exp", "https://u:secret@gitea.example.com", "credentials"},
 	}
 	for _, tc := range cases {

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
@@ -289,6 +289,10 @@ func parseURL(raw string, insecure bool) (name.Tag, error) {
 	bad := func(format string, args ...any) (name.Tag, error) {
 		return name.Tag{}, fmt.Errorf("%w %q: %s", ErrInvalidURL, raw, fmt.Sprintf(format, args...))
 	}
+	if err := credurl.Check(raw); err != nil {
+		// Credentials come from the Docker config only; the URL is shown.
+		return name.Tag{}, fmt.Errorf("%w: %w: give registry credentials in a Docker config (.dockerconfigjson)", ErrInvalidURL, err)
+	}
 	rest, ok := strings.CutPrefix(raw, "oci://")
 	if !ok {
 		return bad("must start with oci://")
@@ -306,6 +310,11 @@ func parseURL(raw string, insecure bool) (name.Tag, error) {
 	tag := "latest"
 	if i := strings.LastIndex(repo, ":"); i >= 0 {
 		repo, tag = repo[:i], repo[i+1:]
+	}
+	for _, c := range strings.Split(repo, "/") {
+		if c == "" || c == "." || c == ".." {
+			return bad("repository %q: empty, . and .. path components are not allowed", repo)
+		}
 	}
 	opts := []name.Option{name.StrictValidation}
 	if insecure {
@@ -329,9 +338,9 @@ func cleanPrefix(p string) (string, error) {
 	if p == "" {
 		return "", nil
 	}
-	c := path.Clean(p)
-	if strings.HasPrefix(p, "/") || strings.Contains(p, "\\") || c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("invalid path %q: must be relative and stay inside the artifact", p)
+	c, err := publish.CleanRepoPath(p)
+	if err != nil {
+		return "", fmt.Errorf("invalid path %w", err)
 	}
 	if c == "." {
 		return "", nil

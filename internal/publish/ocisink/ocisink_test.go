@@ -284,6 +284,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"bad tag", Options{URL: "oci://ghcr.io/x:bad tag"}, `tag "bad tag"`},
 		{"digest", Options{URL: "oci://ghcr.io/x@sha256:" + strings.Repeat("0", 64)}, "digest references"},
 		{"bad host", Options{URL: "oci://ex ample.com/x"}, `registry host "ex ample.com"`},
+		{"password in the URL", Options{URL: "oci://robot:s3cret@ghcr.io/x"}, "carries credentials"},
+		{"dot-dot repository component", Options{URL: "oci://ghcr.io/team/../admin/app"}, ".. path components"},
+		{"dot repository component", Options{URL: "oci://ghcr.io/./app"}, ".. path components"},
 		{"path escapes", Options{URL: "oci://ghcr.io/x", Path: "a/../../b"}, `invalid path "a/../../b"`},
 		{"absolute path", Options{URL: "oci://ghcr.io/x", Path: "/a"}, `invalid path "/a"`},
 		{"bad docker config", Options{URL: "oci://ghcr.io/x", DockerConfigJSON: []byte("{")}, "parse docker config JSON"},
@@ -293,6 +296,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 			s, err := New(tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New(%+v) = %v, %v; want error containing %q", tc.opts, s, err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q repeats the password", err)
 			}
 			if strings.HasPrefix(tc.opts.URL, "oci") && tc.opts.Path == "" && tc.opts.DockerConfigJSON == nil && !errors.Is(err, ErrInvalidURL) {
 				t.Errorf("error %v is not ErrInvalidURL", err)
