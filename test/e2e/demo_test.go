@@ -66,6 +66,7 @@ func TestDemo(t *testing.T) {
 	})
 	stopProgress()
 	<-progressDone
+	ctx = context.Background()
 	metrics, anonymous, err := s.ScrapeScribeMetrics(ctx)
 	if err != nil {
 		t.Fatalf("Scribe's secure metrics: %v", err)
