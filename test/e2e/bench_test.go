@@ -6,10 +6,16 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/controller"
@@ -122,4 +128,143 @@ func benchCanarySteps(t *testing.T, applier scribev1.ApplierKind, n int) {
 		})
 		t.Logf("RESULT canary step commit -> applied by %s -> healthy -> next commit: %s", applier, stats(steps))
 	}
+}
+
+// TestBenchNode is part of `make bench-e2e`: it reports, never asserts,
+// what the real node costs and how fast it is: pod create -> Ready, a CR
+// change -> applied -> its pods Ready on the real node beside the same on
+// kwok, and the RSS of the loop with the node.
+func TestBenchNode(t *testing.T) {
+	if os.Getenv("SCRIBE_BENCH_E2E") == "" {
+		t.Skip("make bench-e2e sets SCRIBE_BENCH_E2E=1")
+	}
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("SCRIBE_BENCH_CHANGES")); err == nil && v > 0 {
+		n = v
+	}
+	t.Run("pod-ready", func(t *testing.T) {
+		s := StartOpts(t, StackOptions{RealNode: true, ControlPlaneOnly: true})
+		ctx := context.Background()
+		var ds []time.Duration
+		for i := range n {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: "default"},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: s.Node.Registry + "/" + pauseImage}}},
+			}
+			start := time.Now()
+			if err := s.Client.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			pollEvery(t, 20*time.Millisecond, 2*time.Minute, p.Name+" Ready", func() (bool, string) {
+				got := &corev1.Pod{}
+				_ = s.Client.Get(ctx, client.ObjectKeyFromObject(p), got)
+				return podReady(got), podState(got)
+			})
+			ds = append(ds, time.Since(start))
+		}
+		t.Logf("RESULT pod create -> Ready on the real node (image cached after the first): %s", stats(ds))
+	})
+	for _, real := range []bool{true, false} {
+		name := map[bool]string{true: "change-to-ready-real-node", false: "change-to-ready-kwok"}[real]
+		t.Run(name, func(t *testing.T) {
+			ns := "bench"
+			var s *Stack
+			if real {
+				s = newNodeLoop(t, scribev1.ApplierFlux, ns)
+			} else {
+				s = newLoop(t, ns)
+			}
+			where := map[bool]string{true: "the real node (Scribe in its pod)", false: "kwok (Scribe in the test process)"}[real]
+			t.Logf("RESULT CR change (image) -> Flux applied -> the new pods Ready, on %s: %s", where, stats(changeToReady(t, s, ns, n)))
+			logRSS(t, s)
+			if real {
+				logNodeRSS(t, s)
+			}
+		})
+	}
+}
+
+// changeToReady changes the Workload's image n times (between the demo
+// app's tags 1 and 2) and measures each time from the CR update to its
+// Deployment rolled out at the new image with every pod Ready.
+func changeToReady(t *testing.T, s *Stack, ns string, n int) []time.Duration {
+	ctx := context.Background()
+	w := canaryWorkload(ns)
+	w.Spec.Rollout = nil
+	get := createHealthy(t, s, w)
+	var out []time.Duration
+	for i := range n {
+		image := "ghcr.io/example/web:" + strconv.Itoa(2-i%2)
+		var start time.Time
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := get()
+			got.Spec.Versions[0].Image = image
+			start = time.Now()
+			return s.Client.Update(ctx, got)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollEvery(t, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("change %d: %s Ready", i+1, image), func() (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-v1"}, d); err != nil {
+				return false, err.Error()
+			}
+			c := d.Spec.Template.Spec.Containers
+			ok := len(c) > 0 && c[0].Image == image && d.Status.ObservedGeneration == d.Generation &&
+				d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.ReadyReplicas == *d.Spec.Replicas && d.Status.Replicas == *d.Spec.Replicas
+			return ok, fmt.Sprintf("image %v ready %d/%d updated %d", c[0].Image, d.Status.ReadyReplicas, d.Status.Replicas, d.Status.UpdatedReplicas)
+		})
+		out = append(out, time.Since(start))
+	}
+	return out
+}
+
+// logNodeRSS reports the real node's memory: containerd, the shims, and
+// the pods' processes.
+func logNodeRSS(t *testing.T, s *Stack) {
+	rss := func(pid int) int {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb int
+				_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				return kb
+			}
+		}
+		return 0
+	}
+	containerd := 0
+	if s.Node.containerd != nil && s.Node.containerd.Process != nil {
+		containerd = rss(s.Node.containerd.Process.Pid)
+	}
+	shims, pods := 0, 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "containerd-shim" {
+			shims += rss(pid)
+		}
+	}
+	seen := map[int]bool{}
+	for _, cg := range kubepodsCgroups("kubepods") {
+		if !strings.HasPrefix(cg, "/sys/fs/cgroup/pids/") {
+			continue
+		}
+		b, _ := os.ReadFile(cg + "/cgroup.procs")
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+				seen[pid] = true
+				pods += rss(pid)
+			}
+		}
+	}
+	t.Logf("RESULT RSS of the real node: containerd %d MiB, shims %d MiB, the pods' processes %d MiB (%d processes; Scribe's pod among them)",
+		containerd/1024, shims/1024, pods/1024, len(seen))
 }
