@@ -67,7 +67,7 @@ func (s *sizer) size(n *yaml.Node) (int64, error) {
 	}
 	s.open[n] = true
 	defer delete(s.open, n)
-	var total int64 = nodeOverhead + int64(len(n.Value))
+	total := nodeOverhead + int64(len(n.Value))
 	if n.Kind == yaml.AliasNode {
 		v, err := s.size(n.Alias)
 		if err != nil {

@@ -63,7 +63,7 @@ func prepareAPIServer(env *envtest.Environment, dir string) error {
 		}
 	}
 	api.CertDir = certDir
-	api.SecureServing.CA = rest
+	api.CA = rest
 	args := api.Configure()
 	args.Set("advertise-address", nodeGateway)
 	// envtest disables the ServiceAccount admission plugin (its tests run
