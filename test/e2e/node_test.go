@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ func TestHostStateDiffNamesWhatARunLeftBehind(t *testing.T) {
 			Paths: []string{"/var/lib/cni"}, Hostname: "h",
 		}
 	}
+	kubeletMount := filepath.Join(os.TempDir(), "scribe-node-1", "kubelet")
 	tests := []struct {
 		name   string
 		change func(*hostState)
@@ -29,7 +32,7 @@ func TestHostStateDiffNamesWhatARunLeftBehind(t *testing.T) {
 		{"nothing changed", func(*hostState) {}, nil},
 		{"a second containerd of the same name", func(h *hostState) { h.Procs = append(h.Procs, "containerd") }, []string{"process containerd"}},
 		{"a process that ran before and is gone is no leftover", func(h *hostState) { h.Procs = nil }, nil},
-		{"a mount under the node's folder", func(h *hostState) { h.Mounts = append(h.Mounts, "/tmp/scribe-node-1/kubelet") }, []string{"mount /tmp/scribe-node-1/kubelet"}},
+		{"a mount under the node's folder", func(h *hostState) { h.Mounts = append(h.Mounts, kubeletMount) }, []string{"mount " + kubeletMount}},
 		{"the bridge", func(h *hostState) { h.Links = append(h.Links, nodeBridge) }, []string{"network interface " + nodeBridge}},
 		{"a kube-proxy chain", func(h *hostState) { h.Chains = append(h.Chains, "nat chain KUBE-SERVICES") }, []string{"iptables nat chain KUBE-SERVICES"}},
 		{"a sysctl the bridge plugin set", func(h *hostState) { h.Sysctls["net.ipv4.ip_forward"] = "1" }, []string{`sysctl net.ipv4.ip_forward = "1", was "0"`}},
