@@ -63,11 +63,14 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 	echo "the loop (pid $$pid) did not stop within 60 s"; exit 1
 
 .PHONY: test
-test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, the hostile-input corpus, envtest integration, the CLI's two fuzz targets (FUZZ_TIME each), and the end-to-end loop through real Flux.
+test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, the hostile-input corpus, envtest integration, four fuzz targets (the CLI's two, the YAML stream reader, the commit template; FUZZ_TIME each), and the end-to-end loop through real Flux.
 	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" HELM="$$(hack/build-helm.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
 	@# The two fuzz targets of the CLI, a short run each (their seed corpora, testdata/fuzz, already ran above as unit tests).
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_TIME)
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_TIME)
+	@# The YAML stream reader and the commit-message template, fuzzed the same way.
+	go test ./internal/yamlstream -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZ_TIME)
+	go test ./internal/publish -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_TIME)
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 45m ./test/e2e/
 
 .PHONY: test-race
