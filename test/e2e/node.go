@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -186,7 +187,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 	}()
 	// A previous process that was SIGKILLed may have left its node
 	// behind: sweep what a node of ours leaves before making a new one.
-	sweepStaleNodes(logf)
+	sweepStaleNodes(logf, bins)
 	for _, p := range []string{"/var/lib/kubelet", "/run/containerd", "/var/lib/cni", "/opt/containerd", "/var/log/containers", "/var/log/pods"} {
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			n.created = append(n.created, p)
@@ -382,7 +383,7 @@ func (n *Node) Close() error {
 // sweepStaleNodes removes what a node of a killed process left: its
 // processes, mounts, bridge, chains and cgroups. The node lock is held, so
 // no live node is touched.
-func sweepStaleNodes(logf func(string, ...any)) {
+func sweepStaleNodes(logf func(string, ...any), bins string) {
 	stale, _ := filepath.Glob(filepath.Join(os.TempDir(), "scribe-node-*"))
 	for _, d := range stale {
 		logf("real node: removing a node a previous process left in %s", d)
@@ -390,13 +391,44 @@ func sweepStaleNodes(logf func(string, ...any)) {
 		_ = unmountUnder(d)
 		_ = os.RemoveAll(d)
 	}
+	// A kubelet or kube-proxy of a killed loop names the loop's folder,
+	// not the node's: with the node lock held, any process running these
+	// binaries is stale (a live kube-proxy would keep writing KUBE-*
+	// chains).
+	killed := killProcsRunning(filepath.Join(bins, "kubelet"), filepath.Join(bins, "kube-proxy"))
+	if killed > 0 {
+		logf("real node: stopped %d kubelet and kube-proxy processes a previous process left", killed)
+	}
 	if linkExists(nodeBridge) {
 		_ = runQuiet("ip", "link", "del", nodeBridge)
 	}
-	if len(stale) > 0 {
+	if len(stale) > 0 || killed > 0 {
+		_ = exec.Command(filepath.Join(bins, "kube-proxy"), "--cleanup").Run()
 		removeKubeChains()
 		removeCgroups("kubepods")
 	}
+}
+
+// killProcsRunning SIGKILLs every process whose executable is one of bins
+// and returns how many there were.
+func killProcsRunning(bins ...string) int {
+	want := map[string]bool{}
+	for _, b := range bins {
+		want[b] = true
+	}
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && want[exe] {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			n++
+		}
+	}
+	return n
 }
 
 func runQuiet(name string, args ...string) error {
