@@ -43,17 +43,10 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 	var out []time.Duration
 	for i := range n {
 		var prev string
-		start := time.Now()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			got := get()
-			prev = got.Status.Revision
-			got.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
-			start = time.Now()
-			return s.Client.Update(ctx, got)
+		start := timedUpdate(t, s, get, func(w *scribev1.Workload) {
+			prev = w.Status.Revision
+			w.Spec.Versions[0].Config = map[string]string{"CHANGE": strconv.Itoa(i)}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var commit string
 		pollEvery(t, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("change %d applied", i+1), func() (bool, string) {
 			w := get()
@@ -68,6 +61,24 @@ func changeToApplied(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 		out = append(out, time.Since(start))
 	}
 	return out
+}
+
+// timedUpdate applies mutate to the Workload get returns and updates it,
+// retrying on conflicts; it returns when the update that succeeded was
+// sent.
+func timedUpdate(t *testing.T, s *Stack, get func() *scribev1.Workload, mutate func(*scribev1.Workload)) time.Time {
+	t.Helper()
+	var start time.Time
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := get()
+		mutate(got)
+		start = time.Now()
+		return s.Client.Update(context.Background(), got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start
 }
 
 // TestBenchLoopLatency is `make bench-e2e`: it reports, never asserts,
@@ -195,16 +206,7 @@ func changeToReady(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 	var out []time.Duration
 	for i := range n {
 		image := "ghcr.io/example/web:" + strconv.Itoa(2-i%2)
-		var start time.Time
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			got := get()
-			got.Spec.Versions[0].Image = image
-			start = time.Now()
-			return s.Client.Update(ctx, got)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		start := timedUpdate(t, s, get, func(w *scribev1.Workload) { w.Spec.Versions[0].Image = image })
 		pollEvery(t, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("change %d: %s Ready", i+1, image), func() (bool, string) {
 			d := &appsv1.Deployment{}
 			if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-v1"}, d); err != nil {

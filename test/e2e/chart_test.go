@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,23 +171,8 @@ func TestLoopChartInstallsUpgradesAndUninstallsWithTheControllerRunning(t *testi
 // copyChart copies charts/scribe into a temporary folder.
 func copyChart(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join(repoRoot(), "charts", "scribe")
 	dst := filepath.Join(t.TempDir(), "scribe")
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
+	if err := copyTree(filepath.Join(repoRoot(), "charts", "scribe"), dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst
