@@ -24,6 +24,9 @@ import (
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	before := readHostState()
+	nodeHolder.mu.Lock()
+	nodeHolder.before = &before
+	nodeHolder.mu.Unlock()
 	code := m.Run()
 	os.Exit(checkHostAfterNode(before, code))
 }
@@ -38,12 +41,8 @@ func checkHostAfterNode(before hostState, code int) int {
 	if !started {
 		return code
 	}
-	if err := closeNode(); err != nil {
+	if err := closeNodeAndRestore(); err != nil {
 		fmt.Fprintf(os.Stderr, "real node: close: %v\n", err)
-		code = 1
-	}
-	if err := restoreSysctls(before); err != nil {
-		fmt.Fprintf(os.Stderr, "real node: %v\n", err)
 		code = 1
 	}
 	if left := diffHostState(before, readHostState()); len(left) > 0 {

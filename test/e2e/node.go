@@ -85,6 +85,9 @@ var nodeHolder struct {
 	node *Node
 	err  error
 	busy sync.Mutex
+	// before is the host as TestMain read it before any test, for the
+	// sysctls to restore.
+	before *hostState
 }
 
 // NodeRequired reports whether the real node must run (CI sets
@@ -146,6 +149,19 @@ func closeNode() error {
 	}
 	err := nodeHolder.node.Close()
 	nodeHolder.node = nil
+	return err
+}
+
+// closeNodeAndRestore closes the node and restores the sysctls TestMain
+// read before the run.
+func closeNodeAndRestore() error {
+	err := closeNode()
+	nodeHolder.mu.Lock()
+	before := nodeHolder.before
+	nodeHolder.mu.Unlock()
+	if before != nil {
+		err = errors.Join(err, restoreSysctls(*before))
+	}
 	return err
 }
 

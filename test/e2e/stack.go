@@ -261,6 +261,11 @@ func StartOpts(t testing.TB, opts StackOptions) *Stack {
 		case <-sig:
 			s.logf("interrupted: stopping the loop")
 			s.stop()
+			// TestMain's teardown does not run after os.Exit: the real
+			// node goes here (make demo-down, Ctrl-C).
+			if err := closeNodeAndRestore(); err != nil {
+				s.logf("real node: %v", err)
+			}
 			os.Exit(130)
 		case <-stopSignals:
 		}
