@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +77,7 @@ type Node struct {
 	lock       *os.File
 	created    []string // host paths the node created, removed on Close
 	images     nodeImages
+	sysctlFile string // the host's sysctls before the node, restored on Close
 }
 
 // nodeHolder is the machine's node of this test process, started on first
@@ -195,6 +197,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	sysctlFile := filepath.Join(cache, "node-sysctls.json")
 	n := &Node{dir: dir, bins: bins, logf: logf, lock: lock, Gateway: nodeGateway}
 	defer func() {
 		if err != nil {
@@ -204,6 +207,27 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 	// A previous process that was SIGKILLed may have left its node
 	// behind: sweep what a node of ours leaves before making a new one.
 	sweepStaleNodes(logf, bins)
+	// The host's sysctls as the node found them, kept in the cache until
+	// the node closes: a process killed before its teardown leaves them
+	// for the next node to restore.
+	if b, err := os.ReadFile(sysctlFile); err == nil {
+		var was hostState
+		if json.Unmarshal(b, &was) == nil {
+			logf("real node: restoring the sysctls a killed process left changed")
+			_ = restoreSysctls(was)
+			// They are the host's own: what this run must leave (TestMain
+			// read the host after the killed run). AcquireNode holds
+			// nodeHolder.mu.
+			if nodeHolder.before != nil {
+				for k, v := range was.Sysctls {
+					nodeHolder.before.Sysctls[k] = v
+				}
+			}
+		}
+	}
+	if b, err := json.Marshal(hostState{Sysctls: readHostState().Sysctls}); err == nil && os.WriteFile(sysctlFile, b, 0o644) == nil {
+		n.sysctlFile = sysctlFile
+	}
 	for _, p := range []string{"/var/lib/kubelet", "/run/containerd", "/var/lib/cni", "/opt/containerd", "/var/log/containers", "/var/log/pods"} {
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			n.created = append(n.created, p)
@@ -389,6 +413,17 @@ func (n *Node) Close() error {
 	}
 	if err := os.RemoveAll(n.dir); err != nil {
 		errs = append(errs, err)
+	}
+	if n.sysctlFile != "" {
+		if b, err := os.ReadFile(n.sysctlFile); err == nil {
+			var was hostState
+			if json.Unmarshal(b, &was) == nil {
+				if err := restoreSysctls(was); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		_ = os.Remove(n.sysctlFile)
 	}
 	if n.lock != nil {
 		_ = n.lock.Close() // releases the flock
