@@ -32,12 +32,6 @@ import (
 // a pod on the real node with the chart's ServiceAccount, RBAC,
 // securityContext, leader election and secure metrics.
 
-const (
-	// ScribeNamespace is where the chart installs Scribe in the loop.
-	ScribeNamespace = "scribe-system"
-	// ScribeRelease is the Helm release; the chart's names derive from it.
-	ScribeRelease = "scribe"
-)
 
 // InstallOptions say how InstallScribe installs the chart.
 type InstallOptions struct {
@@ -134,28 +128,6 @@ func (s *Stack) waitScribePod(t *testing.T, since time.Time) {
 	s.logf("Scribe installed by its chart: pod Ready on %s in %s", nodeName, time.Since(since).Round(time.Millisecond))
 }
 
-// ScribePod is the running controller pod of the chart (the newest one).
-func (s *Stack) ScribePod(ctx context.Context) (*corev1.Pod, error) {
-	pods := &corev1.PodList{}
-	if err := s.Client.List(ctx, pods, client.InNamespace(ScribeNamespace),
-		client.MatchingLabels{"app.kubernetes.io/instance": ScribeRelease, "app.kubernetes.io/name": "scribe"}); err != nil {
-		return nil, err
-	}
-	var best *corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if best == nil || p.CreationTimestamp.After(best.CreationTimestamp.Time) {
-			best = p
-		}
-	}
-	if best == nil {
-		return nil, fmt.Errorf("no Scribe pod in %s", ScribeNamespace)
-	}
-	return best, nil
-}
 
 // ScribeLeader is the holder of the controller's leader-election Lease.
 func (s *Stack) ScribeLeader(ctx context.Context) (string, error) {
