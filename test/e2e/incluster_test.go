@@ -32,7 +32,6 @@ import (
 // a pod on the real node with the chart's ServiceAccount, RBAC,
 // securityContext, leader election and secure metrics.
 
-
 // InstallOptions say how InstallScribe installs the chart.
 type InstallOptions struct {
 	// Values are extra `--set` values (key=value).
@@ -127,7 +126,6 @@ func (s *Stack) waitScribePod(t *testing.T, since time.Time) {
 	})
 	s.logf("Scribe installed by its chart: pod Ready on %s in %s", nodeName, time.Since(since).Round(time.Millisecond))
 }
-
 
 // ScribeLeader is the holder of the controller's leader-election Lease.
 func (s *Stack) ScribeLeader(ctx context.Context) (string, error) {
