@@ -81,16 +81,23 @@ func timedUpdate(t *testing.T, s *Stack, get func() *scribev1.Workload, mutate f
 	return start
 }
 
-// TestBenchLoopLatency is `make bench-e2e`: it reports, never asserts,
-// the loop's latencies.
-func TestBenchLoopLatency(t *testing.T) {
+// benchChanges skips t unless `make bench-e2e` runs it and returns how
+// many changes to measure: SCRIBE_BENCH_CHANGES, or def.
+func benchChanges(t *testing.T, def int) int {
+	t.Helper()
 	if os.Getenv("SCRIBE_BENCH_E2E") == "" {
 		t.Skip("make bench-e2e sets SCRIBE_BENCH_E2E=1")
 	}
-	n := 20
 	if v, err := strconv.Atoi(os.Getenv("SCRIBE_BENCH_CHANGES")); err == nil && v > 0 {
-		n = v
+		return v
 	}
+	return def
+}
+
+// TestBenchLoopLatency is `make bench-e2e`: it reports, never asserts,
+// the loop's latencies.
+func TestBenchLoopLatency(t *testing.T) {
+	n := benchChanges(t, 20)
 	t.Run("nudged", func(t *testing.T) {
 		s := newLoop(t, "bench")
 		t.Logf("RESULT CR change -> Flux lastAppliedRevision = Scribe's commit (source nudged): %s", stats(changeToApplied(t, s, "bench", n)))
@@ -146,13 +153,7 @@ func benchCanarySteps(t *testing.T, applier scribev1.ApplierKind, n int) {
 // change -> applied -> its pods Ready on the real node beside the same on
 // kwok, and the RSS of the loop with the node.
 func TestBenchNode(t *testing.T) {
-	if os.Getenv("SCRIBE_BENCH_E2E") == "" {
-		t.Skip("make bench-e2e sets SCRIBE_BENCH_E2E=1")
-	}
-	n := 10
-	if v, err := strconv.Atoi(os.Getenv("SCRIBE_BENCH_CHANGES")); err == nil && v > 0 {
-		n = v
-	}
+	n := benchChanges(t, 10)
 	t.Run("pod-ready", func(t *testing.T) {
 		s := StartOpts(t, StackOptions{RealNode: true, ControlPlaneOnly: true})
 		ctx := context.Background()
@@ -225,20 +226,7 @@ func changeToReady(t *testing.T, s *Stack, ns string, n int) []time.Duration {
 // logNodeRSS reports the real node's memory: containerd, the shims, and
 // the pods' processes.
 func logNodeRSS(t *testing.T, s *Stack) {
-	rss := func(pid int) int {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return 0
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				var kb int
-				_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-				return kb
-			}
-		}
-		return 0
-	}
+	rss := vmRSSKiB
 	containerd := 0
 	if s.Node.containerd != nil && s.Node.containerd.Process != nil {
 		containerd = rss(s.Node.containerd.Process.Pid)

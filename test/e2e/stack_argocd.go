@@ -517,19 +517,28 @@ func logRSS(t *testing.T, s *Stack) {
 	var parts []string
 	total := 0
 	for n, pid := range named {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				var kb int
-				_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-				total += kb
-				parts = append(parts, fmt.Sprintf("%s %d MiB", n, kb/1024))
-			}
+		if kb := vmRSSKiB(pid); kb > 0 {
+			total += kb
+			parts = append(parts, fmt.Sprintf("%s %d MiB", n, kb/1024))
 		}
 	}
 	sort.Strings(parts)
 	t.Logf("RESULT RSS of the loop's processes (Scribe, etcd and kube-apiserver not included): %d MiB: %s", total/1024, strings.Join(parts, ", "))
+}
+
+// vmRSSKiB is a process's resident memory in KiB (VmRSS), or 0 when it
+// cannot be read.
+func vmRSSKiB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int
+			_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb
+		}
+	}
+	return 0
 }
