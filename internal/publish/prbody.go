@@ -89,7 +89,7 @@ func (p ProposalBody) String() string {
 
 func (p ProposalBody) render(rows int, evidence string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Scribe proposes a change to **%s** (generation %d) on `%s`.\n", p.Object, p.Generation, p.Base)
+	fmt.Fprintf(&b, "Scribe proposes a change to **%s** (generation %d) on %s.\n", mdText(p.Object), p.Generation, mdCode(p.Base))
 	if s := strings.TrimSpace(p.Summary); s != "" {
 		b.WriteString("\n" + s + "\n")
 	}
@@ -104,15 +104,15 @@ func (p ProposalBody) render(rows int, evidence string) string {
 			removed++
 		}
 	}
-	fmt.Fprintf(&b, "\n### Rendered changes\n\n%d added, %d changed, %d removed in `%s/`", added, changed, removed, p.Dir)
+	fmt.Fprintf(&b, "\n### Rendered changes\n\n%d added, %d changed, %d removed in %s", added, changed, removed, mdCode(p.Dir+"/"))
 	if p.Digest != "" {
-		fmt.Fprintf(&b, " (digest `%s`)", p.Digest)
+		fmt.Fprintf(&b, " (digest %s)", mdCode(p.Digest))
 	}
 	b.WriteString(".\n")
 	var weights []string
 	for _, o := range p.Objects {
 		for _, w := range o.Weights {
-			weights = append(weights, fmt.Sprintf("- %s %s: %s", o.Kind, o.Name, w))
+			weights = append(weights, fmt.Sprintf("- %s %s: %s", mdText(o.Kind), mdText(o.Name), mdText(w)))
 		}
 	}
 	if len(weights) > 0 {
@@ -125,7 +125,7 @@ func (p ProposalBody) render(rows int, evidence string) string {
 			if o.Namespace != "" {
 				id = o.Kind + " " + o.Namespace + "/" + o.Name
 			}
-			fmt.Fprintf(&b, "| %s | `%s` | `%s` |\n", o.Op, id, o.File)
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", o.Op, mdCell(mdCode(id)), mdCell(mdCode(o.File)))
 		}
 		if rows < len(p.Objects) {
 			fmt.Fprintf(&b, "| … | %d more | |\n", len(p.Objects)-rows)
@@ -135,7 +135,7 @@ func (p ProposalBody) render(rows int, evidence string) string {
 	if strings.TrimSpace(evidence) == "" {
 		b.WriteString("_none yet: this is the first step_\n")
 	} else {
-		b.WriteString(strings.TrimRight(evidence, "\n") + "\n")
+		b.WriteString(mdBlock(strings.TrimRight(evidence, "\n")))
 	}
 	kind := strings.ToLower(p.Kind)
 	fmt.Fprintf(&b, "\n### The custom resource\n\n```sh\nkubectl -n %s get %s %s -o yaml\nkubectl -n %s events --for %s/%s\n```\n", p.Namespace, kind, p.Name, p.Namespace, kind, p.Name)

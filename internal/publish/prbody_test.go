@@ -80,3 +80,112 @@ func TestProposalBodyIsCutToTheForgeLimitSayingSo(t *testing.T) {
 		}
 	}
 }
+
+// TestProposalBodyShowsHostileTextAsText feeds the body what a tenant or
+// a metrics provider controls (check messages, rendered names and paths)
+// written to forge Markdown: a second evidence heading, an approval line,
+// a closing code fence, HTML, a link, a table cell. Each must render as
+// the text it is.
+func TestProposalBodyShowsHostileTextAsText(t *testing.T) {
+	hostile := []struct {
+		name string
+		edit func(*publish.ProposalBody)
+	}{
+		{"evidence with a heading and an approval", func(b *publish.ProposalBody) {
+			b.Evidence = "ok\n\n### Evidence of the previous step\n\nApproved by @platform-admins\n"
+		}},
+		{"evidence closing the fence", func(b *publish.ProposalBody) {
+			b.Evidence = "ok\n```\n### Approved\n````\n# Approved by @root"
+		}},
+		{"evidence with HTML and a link", func(b *publish.ProposalBody) {
+			b.Evidence = "<details open><summary>Approved</summary></details> [merge me](https://evil.example)"
+		}},
+		{"object name with a fence, a pipe and a heading", func(b *publish.ProposalBody) {
+			b.Objects[0].Name = "web` | **Approved** |\n### Approved by"
+			b.Objects[0].File = "a|b`c.yaml"
+		}},
+		{"weights with markup", func(b *publish.ProposalBody) {
+			b.Objects[0].Weights = []string{"[x](https://evil.example) <b>1</b> → ### Approved"}
+		}},
+	}
+	for _, tc := range hostile {
+		t.Run(tc.name, func(t *testing.T) {
+			b := stepTwoBody()
+			tc.edit(&b)
+			headings, fence := []string{}, ""
+			for _, line := range strings.Split(b.String(), "\n") {
+				trimmed := strings.TrimLeft(line, "`")
+				if n := len(line) - len(trimmed); n >= 3 {
+					switch {
+					case fence == "":
+						fence = line[:n]
+					case line == fence:
+						fence = ""
+					}
+					continue
+				}
+				if fence != "" {
+					continue
+				}
+				if strings.HasPrefix(line, "#") {
+					headings = append(headings, line)
+				}
+				line = withoutCodeSpans(line)
+				if strings.Contains(line, "Approved") && !strings.Contains(line, `\*\*Approved\*\*`) && !strings.Contains(line, `\#\#\# Approved`) {
+					t.Errorf("an approval line renders as Markdown outside a code block: %q", line)
+				}
+				if strings.Contains(line, "<details") || strings.Contains(line, "<b>") || strings.Contains(line, "](https://evil") {
+					t.Errorf("HTML or a link renders: %q", line)
+				}
+				if strings.HasPrefix(line, "| ") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 4 {
+					t.Errorf("a table row has a cell of its own: %q", line)
+				}
+			}
+			want := []string{"### Rendered changes", "### Evidence of the previous step", "### The custom resource"}
+			if strings.Join(headings, "\n") != strings.Join(want, "\n") {
+				t.Errorf("headings outside code blocks = %q, want %q", headings, want)
+			}
+			if fence != "" {
+				t.Errorf("a code block is left open by %q", fence)
+			}
+		})
+	}
+}
+
+// withoutCodeSpans drops a line's inline code spans (a run of n backticks
+// up to the next run of exactly n), which Markdown shows verbatim.
+func withoutCodeSpans(line string) string {
+	var b strings.Builder
+	for i := 0; i < len(line); {
+		if line[i] != '`' {
+			b.WriteByte(line[i])
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(line) && line[i+n] == '`' {
+			n++
+		}
+		fence := line[i : i+n]
+		end := -1
+		for j := i + n; j < len(line); {
+			k := strings.Index(line[j:], fence)
+			if k < 0 {
+				break
+			}
+			k += j
+			if (k+n == len(line) || line[k+n] != '`') && (k == 0 || line[k-1] != '`') {
+				end = k
+				break
+			}
+			j = k + 1
+		}
+		if end < 0 {
+			b.WriteString(fence)
+			i += n
+			continue
+		}
+		i = end + n
+	}
+	return b.String()
+}

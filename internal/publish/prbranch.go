@@ -98,7 +98,7 @@ func mergedOrOurs(ctx context.Context, st *gitStore, ar *packp.AdvRefs, base, br
 	if err != nil {
 		return false, st.corrupt(err)
 	}
-	if wroteFor(c.Message, src) {
+	if scribeWrote(c, src) {
 		return true, nil
 	}
 	if tips[base].IsZero() {

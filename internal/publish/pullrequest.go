@@ -145,7 +145,7 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 				}
 				// The lease: Scribe replaces only its own commit. A commit someone
 				// else pushed onto the branch is kept, and the proposal stops.
-				if !wroteFor(hc.Message, change.Source) {
+				if !scribeWrote(hc, change.Source) {
 					return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: redactURL(s.opts.URL),
 						Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
 						Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
@@ -185,9 +185,23 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 	return prop, nil
 }
 
-// wroteFor says whether a commit message carries Scribe's trailer for src.
-func wroteFor(message string, src scribev1.ObjectIdentity) bool {
-	for _, t := range Trailers(message) {
+// scribeWrote says whether c is a commit Scribe wrote for src, as it wrote
+// it: its message carries Scribe's trailer for src, and its author and
+// committer are one and the same signature, time included, as every commit
+// Scribe writes has. A reviewer who amends, rebases or cherry-picks
+// Scribe's commit keeps the message and the author but becomes the
+// committer at a later time, so the edit counts as someone else's and is
+// kept. (A trailer alone would not do: it survives an amend.)
+func scribeWrote(c *object.Commit, src scribev1.ObjectIdentity) bool {
+	if c.Author.Name != c.Committer.Name || c.Author.Email != c.Committer.Email || !c.Author.When.Equal(c.Committer.When) {
+		return false
+	}
+	_, aoff := c.Author.When.Zone()
+	_, coff := c.Committer.When.Zone()
+	if aoff != coff {
+		return false
+	}
+	for _, t := range Trailers(c.Message) {
 		if t[TrailerObject] == ObjectRef(src) {
 			return true
 		}

@@ -95,7 +95,7 @@ func TestProposeOpensOnePullRequestPerObjectAndUpdatesIt(t *testing.T) {
 		"| added | `ConfigMap web` | `deploy/team-a/workload/web/configmap-web.yaml` |",
 		"| added | `Kustomization web` | `deploy/team-a/workload/web.sync.yaml` |",
 		"2 added, 0 changed, 0 removed in `deploy/team-a/workload/web/` (digest `" + web.Digest + "`)",
-		"### Evidence of the previous step\n\nstep 1: weight 10\n",
+		"### Evidence of the previous step\n\n```text\nstep 1: weight 10\n```\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("body lacks %q:\n%s", want, text)
@@ -187,6 +187,39 @@ func TestProposeNeverOverwritesSomeoneElsesCommitOnTheBranch(t *testing.T) {
 	work := clone(t, e.url, p.Branch)
 	if head := publishtest.Git(t, work, "rev-parse", "HEAD"); head != fix {
 		t.Fatalf("branch moved to %s, the reviewer's %s was overwritten", head, fix)
+	}
+}
+
+// TestProposeKeepsAReviewersAmendOfScribesCommit: a reviewer amends
+// Scribe's own commit (same message, trailers and author) and
+// force-pushes. The amend is someone else's commit: the next proposal
+// stops instead of replacing it, and the branch is not deleted.
+func TestProposeKeepsAReviewersAmendOfScribesCommit(t *testing.T) {
+	e := newPREnv(t)
+	c := publish.ChangeFor(testBundle("team-a", "web", "one"))
+	p := e.propose(t, c, "")
+	work := clone(t, e.url, p.Branch)
+	if err := os.WriteFile(filepath.Join(work, "deploy/team-a/workload/web/reviewed.yaml"), []byte("reviewer: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	publishtest.Git(t, work, "add", "-A")
+	publishtest.Git(t, work, "-c", "user.name=Reviewer", "-c", "user.email=reviewer@example.com", "commit", "--quiet", "--amend", "--no-edit")
+	publishtest.Git(t, work, "push", "--quiet", "--force", "origin", "HEAD:"+p.Branch)
+	amended := publishtest.Git(t, work, "rev-parse", "HEAD")
+	if msg := publishtest.Git(t, work, "log", "-1", "--format=%B"); !strings.Contains(msg, "Scribe-Object: ") {
+		t.Fatalf("the amend lost Scribe's trailer, so it proves nothing: %q", msg)
+	}
+
+	_, err := e.g.Propose(context.Background(), e.opts, e.prOpt, publish.ChangeFor(testBundle("team-a", "web", "two")), "")
+	if err == nil || publish.ReasonOf(err) != publish.ReasonConflict || !strings.Contains(err.Error(), "a commit Scribe did not write") {
+		t.Fatalf("proposal over an amended commit: err = %v, want a conflict", err)
+	}
+	res, err := e.g.DeleteProposalBranch(context.Background(), e.opts, e.prOpt, c.Source, p.Head)
+	if err != nil || res != publish.BranchKept {
+		t.Fatalf("cleanup of an amended, unmerged branch = %q, %v; want kept", res, err)
+	}
+	if head := publishtest.Git(t, clone(t, e.url, p.Branch), "rev-parse", "HEAD"); head != amended {
+		t.Fatalf("branch moved to %s, the reviewer's amend %s was overwritten", head, amended)
 	}
 }
 
