@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/internal/credurl"
 )
 
 // crValidator checks a custom resource the way the kube-apiserver does on
@@ -117,6 +119,11 @@ func (v *crValidator) validate(ctx context.Context, obj map[string]any) []FieldE
 		errs = append(errs, celErrs...)
 	}
 	for _, e := range errs {
+		// A refused value is echoed in the message, as the apiserver does;
+		// a URL's credentials never are.
+		if v, ok := e.BadValue.(string); ok && credurl.Check(v) != nil {
+			e.BadValue = credurl.Redact(v)
+		}
 		out = append(out, FieldError{Path: e.Field, Message: e.ErrorBody()})
 	}
 	// The OpenAPI validator reports in map order; sort for stable output.

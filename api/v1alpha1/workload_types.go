@@ -431,7 +431,11 @@ type Check struct {
 	// restarts at most max), prometheus (query result within [min, max]).
 	// +required
 	Type CheckType `json:"type"`
-	// Address of the Prometheus server.
+	// Address of the Prometheus server: its http(s) base URL, without user
+	// info, query or fragment (`/api/v1/query` is appended). The controller
+	// never queries a link-local address and follows no redirect.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[hH][tT][tT][pP][sS]?://[^/?#@\\\\s]+(/[^?#\\\\s]*)?$')",message="address must be an http(s) base URL without user info, query or fragment, such as http://prometheus.monitoring:9090"
 	// +optional
 	Address string `json:"address,omitempty"`
 	// Query in PromQL, run as an instant query (GET /api/v1/query) at each
@@ -441,6 +445,7 @@ type Check struct {
 	// `sum(rate(http_requests_total{namespace="{{namespace}}",version="{{version}}",code=~"5.."}[1m]))`);
 	// any other `{{...}}` fails the check, naming it. The first sample of
 	// the result must lie within [min, max].
+	// +kubebuilder:validation:MaxLength=8192
 	// +optional
 	Query string `json:"query,omitempty"`
 	// Min of the accepted range, a decimal number.

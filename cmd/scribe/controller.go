@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -265,7 +264,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		Poll:            f.pollInterval,
 		WatchedPoll:     f.watchedPollInterval,
 		GCPProject:      f.gcpProject,
-		HTTPClient:      &http.Client{Timeout: 30 * time.Second},
+		HTTPClient:      controller.NewAnalysisHTTPClient(),
 		// As in kustomize-controller: artifact URLs name source-controller's
 		// in-cluster Service; outside the cluster this host replaces it.
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),

@@ -2,14 +2,11 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +49,7 @@ func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string,
 		if err != nil {
 			res.Passed, res.Message = false, err.Error()
 		}
+		res.Message = boundMessage(res.Message)
 		out = append(out, res)
 	}
 	return out
@@ -129,65 +127,4 @@ func QueryFor(query string, w *scribev1.Workload, version string) (string, error
 		return "", fmt.Errorf("query %q: unknown placeholder %s; known are {{version}}, {{namespace}} and {{workload}}", query, strings.Join(unknown, ", "))
 	}
 	return out, nil
-}
-
-// prometheus runs an instant query (GET /api/v1/query) and checks that the
-// first sample lies within [min, max].
-func (c *Checker) prometheus(ctx context.Context, ch scribev1.Check) (bool, string, error) {
-	if ch.Address == "" || ch.Query == "" {
-		return false, "", fmt.Errorf("a prometheus check needs address and query")
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	u := ch.Address + "/api/v1/query?query=" + url.QueryEscape(ch.Query)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return false, "", fmt.Errorf("query %s: %w", ch.Address, err)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false, "", fmt.Errorf("query %s: %w", ch.Address, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Value []any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return false, "", fmt.Errorf("query %s: %s: %w", ch.Address, resp.Status, err)
-	}
-	if body.Status != "success" {
-		return false, "", fmt.Errorf("query %s: %s %s", ch.Address, resp.Status, body.Error)
-	}
-	if len(body.Data.Result) == 0 || len(body.Data.Result[0].Value) != 2 {
-		return false, "", fmt.Errorf("query %q returned no sample", ch.Query)
-	}
-	s, _ := body.Data.Result[0].Value[1].(string)
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return false, "", fmt.Errorf("query %q: sample %q: %w", ch.Query, s, err)
-	}
-	if ch.Min != "" {
-		if m, err := strconv.ParseFloat(ch.Min, 64); err != nil {
-			return false, "", fmt.Errorf("min %q: %w", ch.Min, err)
-		} else if v < m {
-			return false, fmt.Sprintf("%s = %g, below %g", ch.Query, v, m), nil
-		}
-	}
-	if ch.Max != "" {
-		if m, err := strconv.ParseFloat(ch.Max, 64); err != nil {
-			return false, "", fmt.Errorf("max %q: %w", ch.Max, err)
-		} else if v > m {
-			return false, fmt.Sprintf("%s = %g, above %g", ch.Query, v, m), nil
-		}
-	}
-	return true, fmt.Sprintf("%s = %g", ch.Query, v), nil
 }
