@@ -110,7 +110,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 
 .PHONY: update-golden
 update-golden: ## Rewrite golden files from the current templates.
-	go test ./render/... ./cmd/... -update
+	go test -timeout 45m ./render ./cmd/scribe ./internal/publish -update
 
 .PHONY: bench
 bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading, 1000 Workloads at once on envtest; the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.

@@ -86,7 +86,7 @@ func TestArgoCDSyncFileIsTheCustomResourcesOwnAppProjectThenItsApplication(t *te
 		t.Fatalf("sync file has %d documents, want the AppProject and the Application", len(docs))
 	}
 	proj, app := docs[0], docs[1]
-	oname := "workload-" + ns + "-" + name
+	oname := "workload." + ns + "." + name
 	if proj["kind"] != "AppProject" || str(proj, "metadata", "namespace") != "argocd" || str(proj, "metadata", "name") != oname {
 		t.Fatalf("first document %v/%v/%v, want AppProject argocd/%s", proj["kind"], str(proj, "metadata", "namespace"), str(proj, "metadata", "name"), oname)
 	}

@@ -70,7 +70,7 @@ func TestCatalogComponentsAreDeliveredFromThePublishedCatalog(t *testing.T) {
 				}
 				spec, _ := o["spec"].(map[string]any)
 				switch name, _ := md["name"].(string); {
-				case strings.HasPrefix(name, "experiment-"):
+				case strings.HasPrefix(name, "experiment."):
 					continue // the sync object
 				case (o["kind"] == "GitRepository" || o["kind"] == "OCIRepository") && tt.app == "demo-services":
 					t.Errorf("rendered a source of its own: %s %s", o["kind"], name)

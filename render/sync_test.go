@@ -53,7 +53,7 @@ metadata:
     scribe.dev/kind: Workload
     scribe.dev/name: checkout
     scribe.dev/namespace: shop
-  name: workload-shop-checkout
+  name: workload.shop.checkout
   namespace: flux-system
 spec:
   interval: 10m
@@ -65,7 +65,7 @@ spec:
   sparseCheckout:
   - clusters/dev/shop/workload/checkout
   url: ssh://git@git.internal/acme/experiments.git
-`, "workload-shop-checkout"},
+`, "workload.shop.checkout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: tc.pub, Resolved: testResolved})
@@ -111,14 +111,18 @@ spec:
 	}
 }
 
+// Sync objects share the applier's namespace, so their names are
+// one-to-one: `<kind>.<namespace>.<name>` (a namespace holds no dot).
 // kustomize-controller labels every object a Kustomization applies with
 // the Kustomization's name, and a label value holds at most 63 characters:
-// a Flux sync name `<kind>-<namespace>-<name>` longer than that keeps its
-// first 54 characters (no trailing '-' or '.') and ends in the first 8 hex
-// digits of sha256("<namespace>/<name>"); the custom resource's own
-// GitRepository is named alike. Shorter names, and Argo CD's (tracked by
-// annotation), are left as they are.
-func TestFluxSyncNamesFitALabelValue(t *testing.T) {
+// a longer Flux name keeps its first 46 characters (no trailing '-' or
+// '.') and ends in the first 16 hex digits of sha256("<namespace>/<name>");
+// the custom resource's own GitRepository is named alike. Argo CD's names
+// (tracked by annotation) are left whole. A custom resource whose sync
+// object carries the name an earlier release gave it
+// (`<kind>-<namespace>-<name>`, shortened alike to 54 + 8) keeps it, and
+// only that one.
+func TestFluxSyncNamesAreOneToOneAndFitALabelValue(t *testing.T) {
 	e, err := render.New()
 	if err != nil {
 		t.Fatal(err)
@@ -126,28 +130,47 @@ func TestFluxSyncNamesFitALabelValue(t *testing.T) {
 	workload := loadFixture(t, "workload-canary-50.yaml")
 	hashed := func(prefix, ns, name string) string {
 		sum := sha256.Sum256([]byte(ns + "/" + name))
+		return prefix + "-" + hex.EncodeToString(sum[:])[:16]
+	}
+	legacyHashed := func(prefix, ns, name string) string {
+		sum := sha256.Sum256([]byte(ns + "/" + name))
 		return prefix + "-" + hex.EncodeToString(sum[:])[:8]
 	}
 	perCR := render.DefaultPublish()
 	perCR.Applier.FluxSource = &render.FluxGitSource{URL: "https://git.example/acme.git"}
-	ns44 := strings.Repeat("n", 44) // "workload-" + 44 = 53: the 54th character is the '-'
+	keeping := func(p render.Publish, name string) render.Publish {
+		p.SyncName = name
+		return p
+	}
+	ns36 := strings.Repeat("n", 36) // "workload." + 36 = 45: the 46th character is the '.'
+	const longNS, longName = "team-payments-production-eu-west", "checkout-frontend-primary"
 	for _, tc := range []struct {
 		name, ns, crName string
 		pub              render.Publish
 		want             string
 	}{
-		{"short name unchanged", "shop", "checkout", perCR, "workload-shop-checkout"},
-		{"63 characters unchanged", "team-payments", strings.Repeat("c", 63-len("workload-team-payments-")), perCR,
-			"workload-team-payments-" + strings.Repeat("c", 63-len("workload-team-payments-"))},
-		{"68 characters: 54 kept and a hash", "team-payments-production-eu-west", "checkout-frontend-primary", perCR,
-			hashed("workload-team-payments-production-eu-west-checkout-fro", "team-payments-production-eu-west", "checkout-frontend-primary")},
-		{"the same 54 characters, another hash", "team-payments-production-eu-west", "checkout-frontend-primary2", perCR,
-			hashed("workload-team-payments-production-eu-west-checkout-fro", "team-payments-production-eu-west", "checkout-frontend-primary2")},
-		{"a '-' at the cut is dropped", ns44, "web-frontend-x", perCR, hashed("workload-"+ns44, ns44, "web-frontend-x")},
-		{"with the Repository's shared source too", "team-payments-production-eu-west", "checkout-frontend-primary", render.DefaultPublish(),
-			hashed("workload-team-payments-production-eu-west-checkout-fro", "team-payments-production-eu-west", "checkout-frontend-primary")},
-		{"Argo CD keeps the whole name", "team-payments-production-eu-west", "checkout-frontend-primary", argoPublish(),
-			"workload-team-payments-production-eu-west-checkout-frontend-primary"},
+		{"short name: kind, namespace and name joined by dots", "shop", "checkout", perCR, "workload.shop.checkout"},
+		{"63 characters unchanged", "team-payments", strings.Repeat("c", 63-len("workload.team-payments.")), perCR,
+			"workload.team-payments." + strings.Repeat("c", 63-len("workload.team-payments."))},
+		{"68 characters: 46 kept and 16 hex digits of a hash", longNS, longName, perCR,
+			hashed("workload.team-payments-production-eu-west.chec", longNS, longName)},
+		{"the same 46 characters, another hash", longNS, longName + "2", perCR,
+			hashed("workload.team-payments-production-eu-west.chec", longNS, longName+"2")},
+		{"a '.' at the cut is dropped", ns36, "web-frontend-and-more-words", perCR, hashed("workload."+ns36, ns36, "web-frontend-and-more-words")},
+		{"with the Repository's shared source too", longNS, longName, render.DefaultPublish(),
+			hashed("workload.team-payments-production-eu-west.chec", longNS, longName)},
+		{"Argo CD keeps the whole name", longNS, longName, argoPublish(), "workload.team-payments-production-eu-west.checkout-frontend-primary"},
+		// The migration: the name an earlier release gave this very custom
+		// resource is kept; any other name passed is not.
+		{"an earlier release's name is kept", "shop", "checkout", keeping(perCR, "workload-shop-checkout"), "workload-shop-checkout"},
+		{"an earlier release's shortened name is kept", longNS, longName,
+			keeping(perCR, legacyHashed("workload-team-payments-production-eu-west-checkout-fro", longNS, longName)),
+			legacyHashed("workload-team-payments-production-eu-west-checkout-fro", longNS, longName)},
+		{"an earlier release's Argo CD name is kept", longNS, longName, keeping(argoPublish(), "workload-"+longNS+"-"+longName), "workload-" + longNS + "-" + longName},
+		{"another custom resource's earlier name is not taken", "shop", "checkout", keeping(perCR, "workload-shop-cart"), "workload.shop.checkout"},
+		{"another tenant's earlier name is not taken", "team", "a-web", keeping(perCR, "workload-team-b-web"), "workload.team.a-web"},
+		{"a new name passed is the new name", "team", "a-web", keeping(perCR, "workload.team.a-web"), "workload.team.a-web"},
+		{"an arbitrary name is not taken", "shop", "checkout", keeping(perCR, "flux-system"), "workload.shop.checkout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := k8sruntime.DeepCopyJSON(workload)

@@ -157,7 +157,7 @@ entries: {
 			found := false
 			for _, o := range renderedObjects(t, b) {
 				kind := o["kind"]
-				if !fluxApplier(o) || strings.HasPrefix(o["metadata"].(map[string]any)["name"].(string), "experiment-") {
+				if !fluxApplier(o) || strings.HasPrefix(o["metadata"].(map[string]any)["name"].(string), "experiment.") {
 					continue // not the delivery (the sync Kustomization)
 				}
 				found = true

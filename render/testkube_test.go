@@ -2,7 +2,10 @@ package render_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -93,8 +96,8 @@ entries: "agent-eval": {override: true, kind: "workflow", ` + ns + `source: {typ
 					t.Errorf("%s %s labels %v, want scribe.dev/experiment tenancy and scribe.dev/namespace lab", o["kind"], name, labels)
 				}
 				if o["kind"] == "TestTrigger" {
-					if got := str(o, "spec", "testSelector", "namespace"); got != tt.wantNS || str(o, "spec", "testSelector", "name") != "lab-tenancy-evaluation" {
-						t.Errorf("TestTrigger selects %s/%s, want %s/lab-tenancy-evaluation", got, str(o, "spec", "testSelector", "name"), tt.wantNS)
+					if got := str(o, "spec", "testSelector", "namespace"); got != tt.wantNS || str(o, "spec", "testSelector", "name") != tkName("lab", "tenancy", "evaluation") {
+						t.Errorf("TestTrigger selects %s/%s, want %s/%s", got, str(o, "spec", "testSelector", "name"), tt.wantNS, tkName("lab", "tenancy", "evaluation"))
 					}
 					if got := str(o, "spec", "resourceSelector", "namespace"); got != "lab" {
 						t.Errorf("TestTrigger watches the agent's Deployment in %q, want the agent's namespace lab", got)
@@ -208,4 +211,47 @@ func renderTestkube(t *testing.T, tkNS, catalog string, allowed []string, stage 
 	pub := render.DefaultPublish()
 	pub.AllowedNamespaces = allowed
 	return e.Render(context.Background(), render.Input{Object: testkubeExperiment(tkNS), Publish: pub, Resolved: testResolved, Stage: stage})
+}
+
+// tkName is the name of an Experiment's object in Testkube's shared
+// namespace: <ns>-<name>-<8 hex digits of sha256(ns/name)>-<what>.
+func tkName(ns, name, what string) string {
+	sum := sha256.Sum256([]byte(ns + "/" + name))
+	return ns + "-" + name + "-" + hex.EncodeToString(sum[:])[:8] + "-" + what
+}
+
+// TestTestkubeNamesAreOneToOne: two Experiments whose namespace and name
+// join to the same string, (team, a-web) and (team-a, web), get different
+// names in Testkube's shared namespace, so one tenant cannot take the
+// other's.
+func TestTestkubeNamesAreOneToOne(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, id := range [][2]string{{"team", "a-web"}, {"team-a", "web"}} {
+		obj := testkubeExperiment("testkube")
+		md := obj["metadata"].(map[string]any)
+		md["namespace"], md["name"] = id[0], id[1]
+		pub := render.DefaultPublish()
+		pub.AllowedNamespaces = []string{"testkube"}
+		b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub, Resolved: testResolved})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range renderedObjects(t, b) {
+			if str(o, "metadata", "namespace") != "testkube" {
+				continue
+			}
+			key := fmt.Sprint(o["kind"], "/", str(o, "metadata", "name"))
+			if prev, dup := names[key]; dup {
+				t.Errorf("%s is rendered for both %s and %s/%s", key, prev, id[0], id[1])
+			}
+			names[key] = id[0] + "/" + id[1]
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no object rendered into testkube")
+	}
 }

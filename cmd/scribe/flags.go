@@ -38,6 +38,8 @@ type renderFlags struct {
 	allowedNS      []string
 	stage          int32
 	catalogSource  catalogSourceFlags
+	// syncNames are the names the target's sync objects carry (publish).
+	syncNames syncNames
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -168,7 +170,9 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 				if ctx.Err() != nil {
 					continue
 				}
-				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: pub, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource}, Stage: f.stage})
+				p := pub
+				p.SyncName = f.syncNames.nameFor(f.path, d.obj)
+				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: p, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource}, Stage: f.stage})
 			}
 		})
 	}

@@ -105,6 +105,9 @@ already publishes there, SyncIndexConflict for a kustomization.yaml at
 // publishTarget is where publish writes: a sink, or a local directory.
 type publishTarget struct {
 	sink  publish.Sink
+	// git and gitOpts, for --git: to read the branch's sync files.
+	git     *publish.Git
+	gitOpts publish.GitOptions
 	where string // URL or directory, for the report line
 	dir   string // -o: the directory WriteDir replaces
 	oci   bool
@@ -127,6 +130,24 @@ func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
 	bundles, err := f.renderAll(cmd.Context())
 	if err != nil {
 		return bad(err)
+	}
+	// The naming migration: a custom resource whose applier object has
+	// the name an earlier release gave it keeps that name (rendered again
+	// knowing it); any other rename is said, not done silently.
+	names, err := p.existingSyncNames(cmd.Context(), target, f.path)
+	if err != nil {
+		return publishFailure(err, target.oci)
+	}
+	if len(names.renames(f.path, bundles)) > 0 {
+		f.syncNames = names
+		if bundles, err = f.renderAll(cmd.Context()); err != nil {
+			return bad(err)
+		}
+		for _, r := range names.renames(f.path, bundles) {
+			if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "note: %s (the applier deletes what the old one applied, and the new one applies it again)\n", r); err != nil {
+				return err
+			}
+		}
 	}
 	objects := fmt.Sprintf("%d object", len(bundles))
 	if len(bundles) != 1 {
@@ -342,11 +363,12 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 		if p.authorName != "" {
 			opts.Author = publish.Signature{Name: p.authorName, Email: p.authorEmail}
 		}
-		s, err := publish.NewGit(cacheDir).Sink(opts)
+		g := publish.NewGit(cacheDir)
+		s, err := g.Sink(opts)
 		if err != nil {
 			return publishTarget{}, fmt.Errorf("--git: %w", err)
 		}
-		return publishTarget{sink: s, where: redactURL(p.git)}, nil
+		return publishTarget{sink: s, where: redactURL(p.git), git: g, gitOpts: opts}, nil
 	}
 }
 

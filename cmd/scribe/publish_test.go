@@ -415,3 +415,81 @@ func TestPublishMessageTemplateIsBoundedAndCannotForgeTrailers(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishKeepsTheSyncNameAnEarlierReleaseGave: a custom resource whose
+// Kustomization carries the name an earlier release gave it
+// (<kind>-<namespace>-<name>) keeps it when published again, to Git and
+// to a directory, so upgrading renames no working applier object; a sync
+// file holding another name is replaced by the one-to-one name, and
+// publish says so on stderr.
+func TestPublishKeepsTheSyncNameAnEarlierReleaseGave(t *testing.T) {
+	clearGitEnv(t)
+	const syncPath = "deploy/shop/workload/checkout.sync.yaml"
+	for _, tc := range []struct {
+		name, old, want string
+		note            bool
+	}{
+		{"the earlier release's name is kept", "workload-shop-checkout", "workload-shop-checkout", false},
+		{"another name is replaced, saying so", "workload-shop-cart", "workload.shop.checkout", true},
+	} {
+		// rename rewrites the sync file's Kustomization name as old.
+		rename := func(t *testing.T, file string) {
+			t.Helper()
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(data, []byte("name: workload.shop.checkout\n")) {
+				t.Fatalf("%s does not name workload.shop.checkout:\n%s", file, data)
+			}
+			if err := os.WriteFile(file, bytes.ReplaceAll(data, []byte("name: workload.shop.checkout\n"), []byte("name: "+tc.old+"\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(t *testing.T, file, stderr string) {
+			t.Helper()
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(data, []byte("  name: "+tc.want+"\n")) {
+				t.Errorf("sync file after the second publish does not name %s:\n%s", tc.want, data)
+			}
+			if got := strings.Contains(stderr, "note: "+syncPath+": Kustomization "+tc.old+" becomes "+tc.want); got != tc.note {
+				t.Errorf("stderr says the rename: %v, want %v:\n%s", got, tc.note, stderr)
+			}
+		}
+		t.Run(tc.name+", git", func(t *testing.T) {
+			srv := publishtest.NewGitServer(t)
+			url := srv.InitRepo(t, "exp", "main")
+			args := []string{"publish", "-f", canary, "--git", url, "--path", "deploy", "--cache-dir", t.TempDir()}
+			if code, _, stderr := scribe(t, args...); code != exitOK {
+				t.Fatalf("publish: exit %d: %s", code, stderr)
+			}
+			work := t.TempDir()
+			publishtest.Git(t, "", "clone", "--quiet", "--branch", "main", url, work)
+			rename(t, filepath.Join(work, syncPath))
+			publishtest.Git(t, work, "-c", "user.name=Earlier", "-c", "user.email=e@example.com", "commit", "--quiet", "-am", "as an earlier release named it")
+			publishtest.Git(t, work, "push", "--quiet", "origin", "main")
+			code, _, stderr := scribe(t, args...)
+			if code != exitOK {
+				t.Fatalf("second publish: exit %d: %s", code, stderr)
+			}
+			publishtest.Git(t, work, "pull", "--quiet", "origin", "main")
+			check(t, filepath.Join(work, syncPath), stderr)
+		})
+		t.Run(tc.name+", directory", func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "repo")
+			args := []string{"publish", "-f", canary, "-o", out, "--path", "deploy"}
+			if code, _, stderr := scribe(t, args...); code != exitOK {
+				t.Fatalf("publish: exit %d: %s", code, stderr)
+			}
+			rename(t, filepath.Join(out, syncPath))
+			code, _, stderr := scribe(t, args...)
+			if code != exitOK {
+				t.Fatalf("second publish: exit %d: %s", code, stderr)
+			}
+			check(t, filepath.Join(out, syncPath), stderr)
+		})
+	}
+}

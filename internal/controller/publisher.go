@@ -78,6 +78,7 @@ func (p *Publisher) Target(ctx context.Context, namespace string, ref *scribev1.
 // unless it commits.
 func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.WorkloadInput, summary bool) (*render.Bundle, error) {
 	in.Publish = t.Input
+	in.Publish.SyncName = currentSyncName(in.Workload.Status.GeneratedResources)
 	memo := t.Engine == nil // the built-in engine: always the same templates
 	var key [32]byte
 	if memo {
@@ -100,6 +101,7 @@ func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.Wor
 // RenderExperiment renders an Experiment for the target.
 func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.ExperimentInput) (*render.Bundle, error) {
 	in.Publish = t.Input
+	in.Publish.SyncName = currentSyncName(in.Experiment.Status.GeneratedResources)
 	if in.Resolved.GCPProject == "" {
 		in.Resolved.GCPProject = p.GCPProject
 	}
@@ -109,6 +111,21 @@ func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.E
 	return p.render(ctx, t, scribev1.ExperimentKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
 		return e.RenderExperiment(ctx, in)
 	})
+}
+
+// currentSyncName is the name of the sync object a custom resource's
+// status records (the first generated object), for the templates' naming
+// migration: they keep it only when it is the name earlier releases gave
+// this very custom resource.
+func currentSyncName(g *scribev1.GeneratedResources) string {
+	if g == nil || len(g.Objects) == 0 {
+		return ""
+	}
+	switch o := g.Objects[0]; o.Kind {
+	case "Kustomization", "Application":
+		return o.Name
+	}
+	return ""
 }
 
 // render runs one render with the target's engine, traced and measured.

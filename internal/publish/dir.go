@@ -150,6 +150,12 @@ func writeDir(ctx context.Context, dir string, bundles []*render.Bundle, marker 
 	if st, err := os.Lstat(dir); err == nil && !st.IsDir() {
 		return &NotOwnedError{Dir: dir, Reason: "it exists and is not a directory"}
 	}
+	// The old tree is removed once the new one is in place: a tree that
+	// cannot be removed (read-only) is refused first, so the write ends
+	// with the new tree alone or with the old one untouched.
+	if err := checkReplaceable(dir); err != nil {
+		return err
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", parent, err)

@@ -3,8 +3,10 @@ package publish
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
@@ -27,6 +29,10 @@ const (
 	// while it wrote, a disk error); it was dropped and fetched again once,
 	// and that failed too.
 	ReasonCacheCorrupt Reason = "CacheCorrupt"
+	// ReasonCacheUnwritable: the local Git cache cannot be written: no
+	// space left on its volume, a quota, a read-only file system or no
+	// permission. Not the remote's fault, and fetching again will not help.
+	ReasonCacheUnwritable Reason = "CacheUnwritable"
 	// ReasonInternal: Scribe or go-git panicked; the panic was recovered
 	// at the sink boundary and the cache dropped.
 	ReasonInternal Reason = "InternalError"
@@ -75,6 +81,9 @@ func classifyGitError(op, url string, err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
+	if unwritable(err) {
+		return cacheUnwritable(op, url, err)
+	}
 	e := &Error{Reason: ReasonFailed, Op: op, URL: url, Err: err}
 	msg := err.Error()
 	var netErr net.Error
@@ -94,6 +103,26 @@ func classifyGitError(op, url string, err error) error {
 		e.Reason, e.Hint = ReasonUnreachable, "the remote did not answer"
 	}
 	return e
+}
+
+// unwritable says whether err is the local disk refusing a write: no
+// space, a quota, a read-only file system, or a local file's permission.
+// go-git keeps the errno in most paths and only the text in some.
+func unwritable(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) {
+		return true
+	}
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && errors.Is(err, fs.ErrPermission) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded") || strings.Contains(msg, "read-only file system")
+}
+
+func cacheUnwritable(op, url string, err error) error {
+	return &Error{Reason: ReasonCacheUnwritable, Op: op, URL: url, Err: err,
+		Hint: "Scribe's Git cache cannot be written: free space on the volume of the cache directory (publish --cache-dir, controller --data-dir), or make it writable"}
 }
 
 // pushRejectedError is a push the remote answered with "ng".

@@ -524,6 +524,9 @@ func (s *gitStore) corrupt(err error) error {
 	if err == nil || errors.As(err, &pe) {
 		return err
 	}
+	if unwritable(err) {
+		return cacheUnwritable("write the git cache of", s.display, err)
+	}
 	return &Error{Reason: ReasonCacheCorrupt, Op: "read the git cache of", URL: s.display, Err: err}
 }
 
@@ -532,6 +535,9 @@ func (s *gitStore) corrupt(err error) error {
 // passes its checks (a file of it vanished or was garbled under it);
 // otherwise the remote's.
 func (s *gitStore) fetchError(err error) error {
+	if unwritable(err) {
+		return cacheUnwritable("fetch into the git cache of", s.display, err)
+	}
 	msg := err.Error()
 	if errors.Is(err, plumbing.ErrObjectNotFound) || strings.Contains(msg, "ref file is empty") ||
 		strings.Contains(msg, "zlib") || strings.Contains(msg, "packfile") {

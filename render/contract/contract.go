@@ -43,6 +43,12 @@ type Publish struct {
 	// entry's namespace (the Repository's spec.allowedNamespaces). Render
 	// checks them; the templates do not read them.
 	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+	// SyncName is the name the custom resource's sync objects carry today,
+	// if any (the controller reads it from status, publish from the sync
+	// file). The templates keep it only when it is the name chart 0.2
+	// and earlier gave them, so upgrading renames no working object; any other
+	// value is ignored.
+	SyncName string `json:"syncName,omitempty"`
 }
 
 // Applier is the GitOps tool that applies the bundle.

@@ -322,7 +322,7 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
-	ks := types.NamespacedName{Namespace: "flux-system", Name: "experiment-" + ns + "-" + exp.Name}
+	ks := types.NamespacedName{Namespace: "flux-system", Name: "experiment." + ns + "." + exp.Name}
 
 	// Watch the walk: whenever a stage's commit is recorded, Flux has
 	// applied the previous stage's commit (or this one).

@@ -117,7 +117,7 @@ func (l *prLoop) merge(number int) string {
 		if w.Status.Revision == merge || (w.Status.PullRequest != nil && w.Status.PullRequest.Number > number) {
 			recognised = true
 		}
-		if err := l.s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + l.ns + "-web"}, ks); err != nil {
+		if err := l.s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload." + l.ns + ".web"}, ks); err != nil {
 			return false, err.Error() + "; " + l.describe()
 		}
 		return ks.Status.LastAppliedRevision == "main@sha1:"+merge && recognised,

@@ -391,7 +391,7 @@ func TestLoopFluxAppliesAWorkloadWhoseSyncNameWouldBeNoLabelValue(t *testing.T) 
 		t.Fatalf("%d Kustomizations for %s/%s, want 1", len(ks.Items), ns, name)
 	}
 	ksName := ks.Items[0].GetName()
-	if full := "workload-" + ns + "-" + name; len(ksName) > 63 || ksName == full {
+	if full := "workload." + ns + "." + name; len(ksName) > 63 || ksName == full {
 		t.Fatalf("Kustomization %q (%d characters), want a name of at most 63 characters instead of %q", ksName, len(ksName), full)
 	}
 	d := &appsv1.Deployment{}

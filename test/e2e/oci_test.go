@@ -70,7 +70,7 @@ func TestLoopOCIRepositoryAppliesScribesArtifact(t *testing.T) {
 	got := &scribev1.Workload{}
 	_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, got)
 	ks := &kustomizev1.Kustomization{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-web"}, ks); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "flux-system", Name: "workload." + ns + ".web"}, ks); err != nil {
 		t.Fatal(err)
 	}
 	if ks.Spec.SourceRef.Kind != "OCIRepository" || ks.Status.LastAppliedRevision != "latest@"+got.Status.Revision {

@@ -232,7 +232,7 @@ func TestBenchLoopScale(t *testing.T) {
 				var committed, artifact time.Duration
 				ks := &kustomizev1.Kustomization{}
 				gr := &sourcev1.GitRepository{}
-				sync := types.NamespacedName{Namespace: "flux-system", Name: "workload-" + ns + "-" + name}
+				sync := types.NamespacedName{Namespace: "flux-system", Name: "workload." + ns + "." + name}
 				pollEvery(t, 20*time.Millisecond, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
 					if commit == "" {
 						w := &scribev1.Workload{}

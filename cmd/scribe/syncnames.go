@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/render"
+	"github.com/scribe-gitops/scribe/internal/yamlstream"
+)
+
+// Naming migration, on the publish path: each custom resource's sync file
+// (<path>/<namespace>/<kind>/<name>.sync.yaml) is read from the target
+// before rendering, and the name of its applier object passed to the
+// render, which keeps it when it is the name earlier releases gave that
+// very custom resource. So publishing with a new release renames no
+// working Kustomization or Application (which would make the applier
+// delete what the old one applied).
+
+// syncNames maps a custom resource's sync file to the name of the applier
+// object in it.
+type syncNames map[string]string
+
+// nameFor is the current sync object name of obj (a decoded custom
+// resource) when published under repoPath, or "".
+func (s syncNames) nameFor(repoPath string, obj map[string]any) string {
+	if len(s) == 0 {
+		return ""
+	}
+	kind, _ := obj["kind"].(string)
+	md, _ := obj["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	if kind == "" || ns == "" || name == "" {
+		return ""
+	}
+	return s[syncFile(repoPath, ns+"/"+strings.ToLower(kind)+"/"+name)]
+}
+
+// syncFile is the repository path of the sync file of a bundle's Dir.
+func syncFile(repoPath, dir string) string {
+	return strings.TrimPrefix(strings.TrimSuffix(repoPath, "/")+"/"+dir, "./") + ".sync.yaml"
+}
+
+// renames says, one line each, which bundles would give an applier
+// object that exists under one name another name.
+func (s syncNames) renames(repoPath string, bundles []*render.Bundle) []string {
+	var out []string
+	for _, b := range bundles {
+		f := syncFile(repoPath, b.Dir)
+		if old := s[f]; old != "" && old != b.Sync.Name {
+			out = append(out, fmt.Sprintf("%s: %s %s becomes %s", f, b.Sync.Kind, old, b.Sync.Name))
+		}
+	}
+	return out
+}
+
+// parseSyncNames reads the applier object's name out of each sync file.
+func parseSyncNames(files map[string][]byte) syncNames {
+	out := syncNames{}
+	for p, data := range files {
+		docs, _ := yamlstream.Split(data)
+		for _, d := range docs {
+			if yamlstream.CheckDecodedSize(d.Data, yamlstream.MaxDecodedSize) != nil {
+				continue
+			}
+			var meta struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			if yaml.Unmarshal(d.Data, &meta) != nil {
+				continue
+			}
+			if meta.Kind == "Kustomization" || meta.Kind == "Application" {
+				out[p] = meta.Metadata.Name
+				break
+			}
+		}
+	}
+	return out
+}
+
+// dirSyncFiles reads the sync files below root/repoPath of a -o
+// directory, by repository path; a directory that does not exist yet
+// holds none. Files are read as every input is: regular files only, below
+// root, bounded.
+func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	root, err := os.OpenRoot(outDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = root.Close() }()
+	base := path.Clean(strings.TrimPrefix(repoPath, "./"))
+	err = fs.WalkDir(root.FS(), base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.Type().IsRegular() && strings.HasSuffix(p, ".sync.yaml") {
+			data, err := publish.ReadRegular(root, p, 1<<20)
+			if err != nil {
+				return err
+			}
+			out[filepath.ToSlash(p)] = data
+		}
+		return nil
+	})
+	return out, err
+}
+
+// existingSyncNames reads the sync files of the publish target: the
+// branch of --git, or the -o directory. An OCI artifact is replaced
+// whole, and its objects keep no history to migrate from: none.
+func (p *publishFlags) existingSyncNames(ctx context.Context, t publishTarget, repoPath string) (syncNames, error) {
+	var files map[string][]byte
+	var err error
+	switch {
+	case t.dir != "":
+		files, err = dirSyncFiles(p.out, repoPath)
+	case t.git != nil:
+		files, err = t.git.SyncFiles(ctx, t.gitOpts)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseSyncNames(files), nil
+}
