@@ -104,13 +104,13 @@ already publishes there, SyncIndexConflict for a kustomization.yaml at
 
 // publishTarget is where publish writes: a sink, or a local directory.
 type publishTarget struct {
-	sink  publish.Sink
+	sink publish.Sink
 	// git and gitOpts, for --git: to read the branch's sync files.
 	git     *publish.Git
 	gitOpts publish.GitOptions
-	where string // URL or directory, for the report line
-	dir   string // -o: the directory WriteDir replaces
-	oci   bool
+	where   string // URL or directory, for the report line
+	dir     string // -o: the directory WriteDir replaces
+	oci     bool
 }
 
 func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {

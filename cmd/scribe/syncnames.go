@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/scribe-gitops/scribe/internal/publish"
-	"github.com/scribe-gitops/scribe/render"
 	"github.com/scribe-gitops/scribe/internal/yamlstream"
+	"github.com/scribe-gitops/scribe/render"
 )
 
 // Naming migration, on the publish path: each custom resource's sync file
