@@ -76,5 +76,8 @@ func (r *WorkloadReconciler) routes(ctx context.Context, b *render.Bundle) healt
 		}
 		vs = append(vs, v)
 	}
+	if len(vs) == 1 {
+		return vs[0]
+	}
 	return health.Aggregate(vs...)
 }

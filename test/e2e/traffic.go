@@ -272,6 +272,7 @@ type Response struct {
 	At      time.Time
 	Version string // the demo app's version, "" when the body had none
 	Code    int    // 0: the request failed
+	Err     string // why the request failed, when it did
 }
 
 // LoadGen sends GET / with a Host header to an address at a steady rate
@@ -321,6 +322,7 @@ func (l *LoadGen) one(ctx context.Context, c *http.Client, addr, host string) Re
 	req.Host = host
 	resp, err := c.Do(req)
 	if err != nil {
+		r.Err = err.Error()
 		return r
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -379,6 +381,25 @@ func Shares(rs []Response) (map[string]float64, int) {
 		out[k] = float64(v) / float64(len(rs))
 	}
 	return out, len(rs)
+}
+
+// Failures counts the failed answers by status code or error.
+func Failures(rs []Response) string {
+	n := map[string]int{}
+	for _, r := range rs {
+		switch {
+		case r.Code == 0:
+			n[r.Err]++
+		case r.Version == "":
+			n[fmt.Sprintf("HTTP %d", r.Code)]++
+		}
+	}
+	parts := make([]string, 0, len(n))
+	for k, v := range n {
+		parts = append(parts, fmt.Sprintf("%d× %s", v, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
 }
 
 // FormatShares prints shares as "v1=90.0% v2=10.0%".
