@@ -59,7 +59,9 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 		steps = append(steps, scribev1.RolloutStep{Weight: wt})
 	}
 	w.Spec.Rollout.Steps = steps
-	w.Spec.Rollout.Analysis = &scribev1.Analysis{Interval: &metav1.Duration{Duration: time.Second}, Threshold: 3,
+	// A round also runs once a step is applied and before its pods are
+	// Ready: ten rounds give a loaded machine's pods 10 s.
+	w.Spec.Rollout.Analysis = &scribev1.Analysis{Interval: &metav1.Duration{Duration: time.Second}, Threshold: 10,
 		Checks: []scribev1.Check{{Name: "available", Type: scribev1.CheckAvailability}}}
 	get := createHealthy(t, s, w)
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
@@ -77,6 +79,9 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 	}
 	pollEvery(t, 25*time.Millisecond, 15*time.Minute, "the 20-step canary promoted", func() (bool, string) {
 		got := get()
+		if got.Status.Phase == scribev1.WorkloadRolledBack {
+			t.Fatalf("the bench's canary was rolled back: %s", got.Status.Message)
+		}
 		now := time.Now()
 		if st := int(got.Status.Step); got.Status.CanaryVersion == "v2" && st >= 0 && st < len(steps) {
 			if seen[st].commit.IsZero() && got.Status.Revision != "" {
