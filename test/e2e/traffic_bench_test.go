@@ -37,8 +37,8 @@ func TestBenchCanaryStep(t *testing.T) {
 			where := map[bool]string{true: "real node, Traefik", false: "kwok, played gateway"}[real]
 			toRoute, toAnalysed, toNext, total := canarySteps(t, s, ns)
 			t.Logf("RESULT canary step commit -> route accepted (%s): %s", where, stats(toRoute))
-			t.Logf("RESULT canary step route accepted -> analysis passed (%s): %s", where, stats(toAnalysed))
-			t.Logf("RESULT canary step analysis passed -> next commit (%s): %s", where, stats(toNext))
+			t.Logf("RESULT canary step route accepted -> analysis passed, next step decided (%s): %s", where, stats(toAnalysed))
+			t.Logf("RESULT canary step next step decided -> its commit (%s): %s", where, stats(toNext))
 			t.Logf("RESULT canary step commit -> next commit (%s): %s", where, stats(total))
 			if real {
 				for _, p := range []string{"traefik", "prometheus"} {
@@ -49,8 +49,8 @@ func TestBenchCanaryStep(t *testing.T) {
 	}
 }
 
-// canarySteps walks a 20-step canary of v2 and times each step but the
-// last (which has no next step).
+// canarySteps walks a 20-step canary of v2 and times each step, the last
+// one's next commit being the promotion.
 func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext, total []time.Duration) {
 	ctx := context.Background()
 	w := canaryWorkload(ns)
@@ -65,8 +65,11 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 		Checks: []scribev1.Check{{Name: "available", Type: scribev1.CheckAvailability}}}
 	get := createHealthy(t, s, w)
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
-	type times struct{ commit, route, analysed time.Time }
-	seen := make([]times, len(steps))
+	// An analysis round that passes and the next step's intent are one
+	// status write (a passed round clears the checks with the step): the
+	// step moving on is when its analysis passed.
+	type times struct{ intent, commit, route time.Time }
+	seen := make([]times, len(steps)+1) // the last: the promotion
 	routeOK := func(step int) bool {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("gateway.networking.k8s.io/v1")
@@ -83,28 +86,35 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 			t.Fatalf("the bench's canary was rolled back: %s", got.Status.Message)
 		}
 		now := time.Now()
-		if st := int(got.Status.Step); got.Status.CanaryVersion == "v2" && st >= 0 && st < len(steps) {
+		st := -1
+		switch {
+		case got.Status.StableVersion == "v2":
+			st = len(steps)
+		case got.Status.CanaryVersion == "v2" && got.Status.Step >= 0 && int(got.Status.Step) < len(steps):
+			st = int(got.Status.Step)
+		}
+		if st >= 0 {
+			if seen[st].intent.IsZero() {
+				seen[st].intent = now
+			}
 			if seen[st].commit.IsZero() && got.Status.Revision != "" {
 				seen[st].commit = now
 			}
-			if !seen[st].commit.IsZero() && seen[st].route.IsZero() && routeOK(st) {
+			if st < len(steps) && !seen[st].commit.IsZero() && seen[st].route.IsZero() && routeOK(st) {
 				seen[st].route = now
 			}
-			if !seen[st].route.IsZero() && seen[st].analysed.IsZero() && len(got.Status.Checks) > 0 && allPassed(got.Status.Checks) {
-				seen[st].analysed = now
-			}
 		}
-		return got.Status.StableVersion == "v2", describe(got)
+		return st == len(steps) && !seen[st].commit.IsZero(), describe(got)
 	})
-	for i := 0; i+1 < len(steps); i++ {
+	for i := 0; i < len(steps); i++ {
 		a, b := seen[i], seen[i+1]
-		if a.commit.IsZero() || a.route.IsZero() || a.analysed.IsZero() || b.commit.IsZero() {
-			t.Logf("step %d: not every moment seen (commit %v, route %v, analysed %v, next %v)", i+1, !a.commit.IsZero(), !a.route.IsZero(), !a.analysed.IsZero(), !b.commit.IsZero())
+		if a.commit.IsZero() || a.route.IsZero() || b.intent.IsZero() || b.commit.IsZero() {
+			t.Logf("step %d: not every moment seen (commit %v, route %v, next intent %v, next commit %v)", i+1, !a.commit.IsZero(), !a.route.IsZero(), !b.intent.IsZero(), !b.commit.IsZero())
 			continue
 		}
 		toRoute = append(toRoute, a.route.Sub(a.commit))
-		toAnalysed = append(toAnalysed, a.analysed.Sub(a.route))
-		toNext = append(toNext, b.commit.Sub(a.analysed))
+		toAnalysed = append(toAnalysed, b.intent.Sub(a.route))
+		toNext = append(toNext, b.commit.Sub(b.intent))
 		total = append(total, b.commit.Sub(a.commit))
 	}
 	return toRoute, toAnalysed, toNext, total
