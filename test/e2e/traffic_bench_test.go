@@ -119,12 +119,3 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 	}
 	return toRoute, toAnalysed, toNext, total
 }
-
-func allPassed(cs []scribev1.CheckResult) bool {
-	for _, c := range cs {
-		if !c.Passed {
-			return false
-		}
-	}
-	return true
-}
