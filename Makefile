@@ -82,16 +82,18 @@ test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.
 	SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -v -parallel $(E2E_PARALLEL) -timeout 60m ./test/e2e/
 
 .PHONY: bench-e2e
-bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR change -> applied, with and without the reconcile request; canary step), and the real node's (pod create -> Ready; CR change -> pods Ready beside kwok; RSS).
+bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR change -> applied, with and without the reconcile request; canary step), the real node's (pod create -> Ready; CR change -> pods Ready beside kwok; RSS), and a 20-step canary's commit -> route accepted -> analysis passed -> next commit on the real node (Traefik) and on kwok, with Traefik's and Prometheus' RSS.
 	@# The whole output goes to bench-e2e.log; RESULT lines and failures are shown.
-	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^(TestBenchLoop(Latency|Scale)|TestBenchNode)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
+	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^(TestBenchLoop(Latency|Scale)|TestBenchNode|TestBenchCanaryStep)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
 
 .PHONY: loop-assets
-loop-assets: node-packages ## Build (or find cached) kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, and Gitea; install the real node's Debian packages when missing.
+loop-assets: node-packages ## Build (or find cached) kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, Gitea, Traefik and Prometheus; install the real node's Debian packages when missing.
 	hack/build-control-plane.sh kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
 	hack/build-loop.sh >/dev/null
 	hack/build-argocd.sh >/dev/null
 	hack/build-gitea.sh >/dev/null
+	hack/build-traefik.sh >/dev/null
+	hack/build-prometheus.sh >/dev/null
 
 ##@ Development
 

@@ -11,6 +11,7 @@ const WorkloadKind = "Workload"
 // WorkloadSpec describes a versioned service: its versions, how it scales,
 // where it is scheduled, how traffic reaches it and how a new version rolls out.
 // +kubebuilder:validation:XValidation:rule="!has(self.scaling) || !has(self.replicas)",message="replicas cannot be set together with scaling"
+// +kubebuilder:validation:XValidation:rule="has(self.traffic) || !has(self.rollout) || !has(self.rollout.steps) || self.rollout.steps.size() <= 1 || (has(self.rollout.strategy) && self.rollout.strategy != 'canary')",message="a canary with steps needs spec.traffic: its weights are backend weights of the HTTPRoute spec.traffic renders, and without one no traffic would move; set spec.traffic or use strategy rolling",fieldPath=".traffic"
 type WorkloadSpec struct {
 	// RepositoryRef names the Repository Scribe publishes to; defaults to the
 	// Repository named "default" in the Workload's namespace.
@@ -45,6 +46,8 @@ type WorkloadSpec struct {
 	Scheduling *Scheduling `json:"scheduling,omitempty"`
 
 	// Traffic routes requests through the Gateway API; backend weights come from the rollout.
+	// A canary with more than one step needs it: its weights are the
+	// HTTPRoute's backend weights (splitting by replicas is not offered).
 	// +optional
 	Traffic *Traffic `json:"traffic,omitempty"`
 
@@ -314,7 +317,8 @@ type Rollout struct {
 	Strategy RolloutStrategy `json:"strategy,omitempty"`
 
 	// Steps of a canary: each sets the new version's traffic weight and holds
-	// for pause. Weights rise and end at 100.
+	// for pause. Weights rise and end at 100. More than one step needs
+	// spec.traffic.
 	// +kubebuilder:validation:MaxItems=20
 	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self[self.size() - 1].weight == 100",message="the last step's weight must be 100"
 	// +kubebuilder:validation:XValidation:rule="self.map(s, s.weight).isSorted() && self.all(s, self.exists_one(o, o.weight == s.weight))",message="step weights must rise strictly"

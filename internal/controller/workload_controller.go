@@ -85,6 +85,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
 		r.watched[scribev1.ApplierArgoCD] = true
 	}
+	b = watchRoutes(mgr, b)
 	return b.Complete(r)
 }
 
@@ -220,7 +221,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			applied := v.State == health.Healthy || v.Reason == health.ReasonSyncedProgressing
 			h := &Health{Applied: applied, Verdict: v}
 			if h.Applied {
-				h.Verdict = health.Aggregate(v, r.deployments(ctx, w, bundle))
+				h.Verdict = health.Aggregate(v, r.deployments(ctx, w, bundle), r.routes(ctx, bundle))
 			}
 			if h.Verdict.State == health.Healthy {
 				r.Publisher.ObserveApplied(scribev1.WorkloadKind, st.Revision)

@@ -15,8 +15,9 @@ import (
 )
 
 // The loop's Gateway. Workloads' HTTPRoutes attach to the Gateway
-// gateway-system/public. No Gateway API implementation can run here (each
-// needs its own data plane: Envoy, Istio, NGINX), so the loop plays the
+// gateway-system/public. On the real node a real implementation serves it:
+// Traefik (traffic.go), which writes route status itself and proxies to the
+// pods. On kwok there are no pods to proxy to, so the loop plays the
 // control-plane half of one: it owns the GatewayClass "scribe-e2e" and
 // writes route status exactly as implementations do (Gateway API v1
 // RouteStatus: one status.parents entry per parentRef it serves, with its
@@ -49,8 +50,24 @@ func gatewayObject(kind string) *unstructured.Unstructured {
 }
 
 // startGateway creates the GatewayClass and the Gateway and runs the route
-// status writer until ctx ends.
+// status writer until ctx ends; on the real node Traefik serves the Gateway
+// and only the Ingress status is played.
 func (s *Stack) startGateway(ctx context.Context) error {
+	if s.Node != nil {
+		ic := &unstructured.Unstructured{}
+		ic.SetAPIVersion("networking.k8s.io/v1")
+		ic.SetKind("IngressClass")
+		ic.SetName(IngressClass)
+		_ = unstructured.SetNestedField(ic.Object, IngressController, "spec", "controller")
+		if err := s.Client.Create(ctx, ic); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create IngressClass %s: %w", IngressClass, err)
+		}
+		if err := s.startTraefik(ctx); err != nil {
+			return err
+		}
+		go s.writeRouteStatus(ctx)
+		return nil
+	}
 	gc := gatewayObject("GatewayClass")
 	gc.SetName(GatewayClassName)
 	_ = unstructured.SetNestedField(gc.Object, GatewayController, "spec", "controllerName")
@@ -109,6 +126,11 @@ func (s *Stack) writeRouteStatus(ctx context.Context) {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gatewayGroup + "/v1")
 		list.SetKind("HTTPRouteList")
+		if s.gateway != nil {
+			// Traefik writes the routes' status.
+			s.ingressStatus(ctx)
+			continue
+		}
 		if err := s.Client.List(ctx, list); err != nil {
 			continue
 		}

@@ -69,6 +69,14 @@ type Stack struct {
 	// Node is the machine's real node when the loop runs on it (kubelet,
 	// containerd, runc: node.go), nil on kwok.
 	Node *Node
+	// PrometheusURL is the loop's Prometheus (StackOptions.Prometheus),
+	// reachable from the host and the pods.
+	PrometheusURL string
+
+	// gateway is Traefik, the loop's Gateway API implementation on the
+	// real node (traffic.go); nil where the gateway is played (gateway.go).
+	gateway    *realGateway
+	prometheus bool
 
 	node *nodeAttachment // this loop's kubelet and kube-proxy
 	// inCluster: Scribe runs as a pod (InstallScribe), its log is the
@@ -233,6 +241,9 @@ type StackOptions struct {
 	// no applier, git server, gateway, catalog or registry (tests of the
 	// node itself).
 	ControlPlaneOnly bool
+	// Prometheus runs a Prometheus that scrapes the real node's pods
+	// (traffic.go); RealNode only.
+	Prometheus bool
 }
 
 // StartOpts boots the stack as opts say; t.Cleanup stops it.
@@ -241,7 +252,7 @@ func StartOpts(t testing.TB, opts StackOptions) *Stack {
 	if opts.Applier == "" {
 		opts.Applier = scribev1.ApplierFlux
 	}
-	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly}
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly, prometheus: opts.Prometheus && opts.RealNode}
 	if opts.RealNode {
 		// Before the loop's own cleanups: the node is released after the
 		// loop has stopped.
@@ -306,6 +317,16 @@ func (s *Stack) start(t testing.TB) error {
 	if !s.controlPlaneOnly {
 		// Flux's CRDs, from the controllers' modules.
 		gatewayAPI = append(gatewayAPI, filepath.Join(loop, "crds"))
+	}
+	if s.Node != nil && !s.controlPlaneOnly && len(gatewayAPI) > 0 {
+		// Traefik's provider also watches BackendTLSPolicies and
+		// TLSRoutes: the rest of the same standard channel.
+		dir := filepath.Dir(gatewayAPI[0])
+		for _, f := range []string{"gateway.networking.k8s.io_backendtlspolicies.yaml", "gateway.networking.k8s.io_tlsroutes.yaml"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				gatewayAPI = append(gatewayAPI, filepath.Join(dir, f))
+			}
+		}
 	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: cp,
@@ -429,6 +450,11 @@ func (s *Stack) startRest(ctx context.Context, t testing.TB) error {
 	t.Cleanup(stopGateway)
 	if err := s.startGateway(gwCtx); err != nil {
 		return err
+	}
+	if s.prometheus {
+		if err := s.startPrometheus(); err != nil {
+			return err
+		}
 	}
 	// Each loop's Flux gets its own TMPDIR: kustomize-controller removes
 	// every kustomization-* directory in its TMPDIR when it starts (the
