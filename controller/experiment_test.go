@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"

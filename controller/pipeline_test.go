@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 )
 
