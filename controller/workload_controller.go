@@ -247,15 +247,6 @@ func change(w *scribev1.Workload, bundle *render.Bundle) publish.Change {
 	return c
 }
 
-// baseOpts are the Git options for the branch pull requests target.
-func baseOpts(t *Target) publish.GitOptions {
-	o := *t.GitOpts
-	if b := t.Repo.Spec.Git.PullRequest.Base; b != "" {
-		o.Branch = b
-	}
-	return o
-}
-
 // withFiles returns bundle with its files, rendering again when it is a
 // summary from the memo (a commit needs the files).
 func (r *WorkloadReconciler) withFiles(ctx context.Context, w *scribev1.Workload, t *Target, bundle *render.Bundle) (*render.Bundle, error) {
@@ -346,38 +337,4 @@ func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload)
 
 func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
 	eventf(r.Events, obj, typ, reason, format, args...)
-}
-
-func fmtTraffic(tr []scribev1.VersionWeight) string {
-	parts := make([]string, 0, len(tr))
-	for _, t := range tr {
-		parts = append(parts, fmt.Sprintf("%s=%d%%", t.Version, t.Weight))
-	}
-	return strings.Join(parts, ",")
-}
-
-func shortRev(rev string) string {
-	if len(rev) > 12 {
-		return rev[:12]
-	}
-	return rev
-}
-
-func minDuration(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
-}
-
-// generated records where the bundle went and what it holds.
-func generated(t *Target, b *render.Bundle) *scribev1.GeneratedResources {
-	g := &scribev1.GeneratedResources{Objects: append([]scribev1.ObjectIdentity{b.Sync}, b.Objects...)}
-	p := t.Input.Path
-	if p == "" || p == "." {
-		g.Path = b.Dir
-	} else {
-		g.Path = p + "/" + b.Dir
-	}
-	return g
 }
