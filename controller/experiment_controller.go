@@ -224,43 +224,26 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 				Rendered: &Rendered{Digest: bundle.Digest, Generated: generated(t, bundle)}, RenderedStage: st.Stage,
 				Workflow: workflowOf(bundle), Runs: runsOf(bundle),
 			}
-		case ExperimentCommit:
-			res, err := r.Publisher.Publish(ctx, t, r.change(e, bundle), bundle.Sync)
+		case ExperimentCommit, ExperimentPropose, ExperimentReadPullRequest:
+			// The merged branch of a stage is kept: the next stage's
+			// proposal moves it.
+			job := deliveryJob{Target: t, Source: src, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
+			if act.Kind == ExperimentPropose {
+				job.Evidence = stageEvidence(e)
+			}
+			d, err := r.Publisher.deliver(ctx, DeliveryStepKind(act.Kind), job)
 			if err != nil {
 				return r.fail(e, err)
 			}
-			obs.Commit = res.Commit
-			log.FromContext(ctx).Info("published", "stage", st.Stage, "revision", res.Revision, "changed", res.Changed, "digest", bundle.Digest)
-		case ExperimentPropose:
-			prop, err := r.Publisher.Propose(ctx, t, r.change(e, bundle), stageEvidence(e))
-			if err != nil {
-				return r.fail(e, err)
+			switch act.Kind {
+			case ExperimentCommit:
+				obs.Commit = d.Result.Commit
+				log.FromContext(ctx).Info("published", "stage", st.Stage, "revision", d.Result.Revision, "changed", d.Result.Changed, "digest", bundle.Digest)
+			case ExperimentPropose:
+				obs.Proposed = d.Proposed
+			default:
+				obs.PullRequest = d.PullRequest
 			}
-			p := &Proposed{UpToDate: prop.UpToDate}
-			if prop.UpToDate {
-				if p.Base, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
-					return r.fail(e, err)
-				}
-			} else {
-				p.PullRequest = scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
-			}
-			obs.Proposed = p
-		case ExperimentReadPullRequest:
-			prop, err := r.Publisher.ProposalStatus(ctx, t, src, st.PullRequest.Head)
-			if err != nil {
-				return r.fail(e, err)
-			}
-			pr := &PullRequestState{State: string(prop.PullRequest.State), Merged: prop.Merged, Revision: prop.MergeCommit, MergedBy: prop.MergedBy}
-			if prop.Merged {
-				if pr.Revision == "" {
-					if pr.Revision, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
-						return r.fail(e, err)
-					}
-				}
-				// A merge may carry a new sync file too.
-				r.Publisher.Nudge(ctx, t, bundle.Sync, true)
-			}
-			obs.PullRequest = pr
 		case ExperimentReadTargets:
 			verdict, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
 			if err != nil {
