@@ -1,5 +1,9 @@
 package controller_test
 
+// Longer than 500 lines on purpose: the Experiment's envtest scenarios
+// share one fixture (fakes of the clusters, appliers and runs), and each
+// scenario walks several stages.
+
 import (
 	"fmt"
 	"path/filepath"

@@ -1,5 +1,8 @@
 package controller_test
 
+// Longer than 500 lines on purpose: the Pipeline's envtest scenarios,
+// one per promotion path, on one fixture.
+
 import (
 	"fmt"
 	"regexp"

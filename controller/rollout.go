@@ -1,5 +1,10 @@
 package controller
 
+// Longer than 500 lines on purpose: the rollout's state machine (intent,
+// delivery, read-back, judgement) and the step arithmetic it alone uses
+// read top to bottom as one decision; DecideRollout's table test follows
+// the same order.
+
 import (
 	"fmt"
 	"strings"

@@ -1,5 +1,10 @@
 package controller
 
+// Longer than 500 lines on purpose: the Experiment's four stages and its
+// phases are one state machine read top to bottom (intend, deliver,
+// provision, validate, complete); DecideExperiment's table test follows
+// the same order.
+
 import (
 	"fmt"
 	"strings"
