@@ -341,7 +341,7 @@ func (d *rollout) judge() *RolloutAction {
 			st.Phase = scribev1.WorkloadHealthy
 		}
 		marks := []Mark{
-			markReady(ReasonSucceeded, "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)),
+			markReady("%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)),
 			unmark(scribev1.ReconcilingCondition),
 			unmark(scribev1.StalledCondition),
 		}

@@ -421,7 +421,7 @@ func (d *stage) provision() *ExperimentAction {
 	// The next pass, at once, looks at the workflow: each phase is recorded
 	// on its own.
 	return &ExperimentAction{Kind: ExperimentWait, Requeue: time.Millisecond, Marks: []Mark{
-		markReady(ReasonSucceeded, "%s", msg),
+		markReady("%s", msg),
 		markReconciling(ReasonWaitingForWorkflow, "%s", msg),
 	}}
 }
@@ -485,7 +485,7 @@ func (d *stage) run() *ExperimentAction {
 		// complete once every target is ready.
 		d.setPhase(scribev1.ExperimentComplete, "no workflow to run; every target is ready")
 		return &ExperimentAction{Kind: ExperimentWait, Marks: []Mark{
-			markReady(ReasonSucceeded, "%s applied; every target ready; no workflow to run", shortRev(st.Revision)),
+			markReady("%s applied; every target ready; no workflow to run", shortRev(st.Revision)),
 			unmark(scribev1.ReconcilingCondition),
 			unmark(scribev1.StalledCondition),
 		}}
@@ -608,7 +608,7 @@ func (d *stage) complete(format string, args ...any) *ExperimentAction {
 	msg := fmt.Sprintf(format, args...)
 	d.setPhase(scribev1.ExperimentComplete, "%s", msg)
 	return &ExperimentAction{Kind: ExperimentWait, Marks: []Mark{
-		markReady(ReasonSucceeded, "%s", msg),
+		markReady("%s", msg),
 		unmark(scribev1.ReconcilingCondition),
 		unmark(scribev1.StalledCondition),
 	}}
