@@ -118,15 +118,15 @@ update-golden: ## Rewrite golden files from the current templates.
 bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading, 1000 Workloads at once on envtest; the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.
 	go test -run '^$$' -bench . -benchmem ./render/... ./internal/publish/...
 	go test -run '^$$' -bench CLIRender -benchmem ./cmd/scribe/
-	go test -run '^$$' -bench Catalog -benchmem ./internal/controller/
+	go test -run '^$$' -bench Catalog -benchmem ./controller/
 	hack/bench-cli.sh
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench '(Create|StartWith)1000Workloads' -benchtime=1x -timeout 30m ./internal/controller/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench '(Create|StartWith)1000Workloads' -benchtime=1x -timeout 30m ./controller/
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench 'ControllerProcess1000Workloads' -benchtime=1x -timeout 30m ./cmd/scribe/
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	@if ls internal/controller/*.go >/dev/null 2>&1; then $(CONTROLLER_GEN) rbac:roleName=scribe-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac; fi
+	@if ls controller/*.go >/dev/null 2>&1; then $(CONTROLLER_GEN) rbac:roleName=scribe-manager paths=./controller/... output:rbac:artifacts:config=config/rbac; fi
 	$(MAKE) chart-crds
 
 # Deployment. config/default is built with the kustomize Go API in go.mod

@@ -401,7 +401,7 @@ func TestChartGeneratedFilesAreCurrent(t *testing.T) {
 
 // TestChartRBACMatchesConfig: every ClusterRole of the chart has exactly
 // the rules and aggregation labels of its config/rbac counterpart, which
-// internal/controller/rbac_test.go holds to DESIGN.md's "one invariant"
+// controller/rbac_test.go holds to DESIGN.md's "one invariant"
 // (the manager's) or to no binding (edit and view).
 func TestChartRBACMatchesConfig(t *testing.T) {
 	counterpart := map[string]string{

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
 func jsonObject(t *testing.T, s string) map[string]any {

@@ -48,6 +48,10 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 	return e.renderBundle(d, input)
 }
 
+// DefaultTestkubeWorkflow is the catalog's workflow template a Testkube
+// evaluation runs when spec.workflow.template names none.
+const DefaultTestkubeWorkflow = "agent-eval"
+
 // testkubeKinds are the kinds an Experiment renders into Testkube's
 // namespace (templates/experiment/testkube.cue).
 var testkubeKinds = map[[2]string]bool{
@@ -73,13 +77,13 @@ func testkubeNamespace(tk *scribev1.TestkubeSpec) string {
 // The tenant may write into its Experiment's namespace, the namespaces the
 // Repository allows, and the built-in agent-eval entry's namespace, which
 // Scribe's own catalog already delivers into. agentEval is the resolved
-// agent-eval entry.
-func (e *Engine) checkTestkubeNamespace(x *scribev1.Experiment, agentEval *contract.Resolved, ns namespacePolicy) *FieldError {
+// entry of spec.workflow.template, named name (agent-eval by default).
+func (e *Engine) checkTestkubeNamespace(x *scribev1.Experiment, name string, agentEval *contract.Resolved, ns namespacePolicy) *FieldError {
 	const at = "spec.workflow.testkube.namespace"
 	tk := testkubeNamespace(x.Spec.Workflow.Testkube)
 	builtinNS := ""
 	if len(e.catalogs) > 0 {
-		builtinNS, _ = e.catalogs[len(e.catalogs)-1].LookupPath(cue.ParsePath(`"agent-eval".namespace`)).String()
+		builtinNS, _ = e.catalogs[len(e.catalogs)-1].LookupPath(cue.MakePath(cue.Str(DefaultTestkubeWorkflow), cue.Str("namespace"))).String()
 	}
 	if tk != ns.experiment && tk != builtinNS && !slices.Contains(ns.allowed, tk) {
 		return &FieldError{Path: at, Message: fmt.Sprintf(
@@ -95,8 +99,8 @@ func (e *Engine) checkTestkubeNamespace(x *scribev1.Experiment, agentEval *contr
 	}
 	if tk != templates {
 		return &FieldError{Path: at, Message: fmt.Sprintf(
-			"Testkube's namespace %q is not where the agent-eval TestWorkflowTemplates are delivered (%q, the namespace of catalog entry agent-eval): a TestWorkflow uses templates of its own namespace only, so the evaluation would never run; set it to %q, or override the agent-eval entry in the Repository's catalog so it delivers into %q",
-			tk, templates, templates, tk)}
+			"Testkube's namespace %q is not where the %s TestWorkflowTemplates are delivered (%q, the namespace of catalog entry %s): a TestWorkflow uses templates of its own namespace only, so the evaluation would never run; set it to %q, or override the %s entry in the Repository's catalog so it delivers into %q",
+			tk, name, templates, name, templates, name, tk)}
 	}
 	return nil
 }
@@ -164,12 +168,18 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 	}
 
 	if wf := x.Spec.Workflow; wf != nil {
-		if wf.Engine == "testkube" {
-			r, ferrs := resolve(contract.ComponentWorkflow, "agent-eval", nil, "spec.workflow", "spec.workflow.params")
+		if wf.Engine == scribev1.EngineTestkube {
+			// spec.workflow.template names the evaluation's workflow
+			// template; without it, the catalog's agent-eval.
+			name, at := wf.Template, "spec.workflow.template"
+			if name == "" {
+				name, at = DefaultTestkubeWorkflow, "spec.workflow"
+			}
+			r, ferrs := resolve(contract.ComponentWorkflow, name, nil, at, "spec.workflow.params")
 			errs = append(errs, ferrs...)
 			in.Workflow = r
 			if len(ferrs) == 0 {
-				if fe := e.checkTestkubeNamespace(x, r, ns); fe != nil {
+				if fe := e.checkTestkubeNamespace(x, name, r, ns); fe != nil {
 					errs = append(errs, *fe)
 				}
 			}

@@ -274,10 +274,10 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		return nil, fmt.Errorf("render %s: encode input: %w", name, err)
 	}
 	filled := tmpl.Unify(inVal)
-	if err := filled.LookupPath(fieldPath("input")).Err(); err != nil {
+	if err := filled.LookupPath(fieldPath(fieldInput)).Err(); err != nil {
 		return nil, &InputError{Object: name, Errors: cueFieldErrors(err, 1, "")}
 	}
-	objects := filled.LookupPath(fieldPath("objects"))
+	objects := filled.LookupPath(fieldPath(fieldObjects))
 	var values []cue.Value
 	var keys []string
 	it, err := objects.Fields()
@@ -288,7 +288,7 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 		values = append(values, it.Value())
 		keys = append(keys, it.Selector().Unquoted())
 	}
-	sync := filled.LookupPath(fieldPath("sync"))
+	sync := filled.LookupPath(fieldPath(fieldSync))
 
 	b := &Bundle{
 		Dir:        fmt.Sprintf("%s/%s/%s", ns, strings.ToLower(d.kind), nm),
@@ -324,7 +324,7 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	}
 	syncID, syncData := syncObj.id, syncObj.data
 	b.Sync = syncID
-	if src := filled.LookupPath(fieldPath("syncSource")); src.Exists() {
+	if src := filled.LookupPath(fieldPath(fieldSyncSource)); src.Exists() {
 		srcObj, err := e.checkObject(name, d.obj, src)
 		if err != nil {
 			return nil, err
@@ -566,7 +566,7 @@ func inputValue(ctx *cue.Context, v any) (cue.Value, error) {
 	if err != nil {
 		return cue.Value{}, err
 	}
-	val := ctx.BuildExpr(&ast.StructLit{Elts: []ast.Decl{&ast.Field{Label: ast.NewString("input"), Value: x}}})
+	val := ctx.BuildExpr(&ast.StructLit{Elts: []ast.Decl{&ast.Field{Label: ast.NewString(fieldInput), Value: x}}})
 	return val, val.Err()
 }
 
@@ -626,7 +626,7 @@ func jsonExpr(v any) (ast.Expr, error) {
 // object under is a template error.
 func readBackOf(filled cue.Value, sync scribev1.ObjectIdentity, byKey map[string]scribev1.ObjectIdentity) (contract.ReadBack, error) {
 	var rb contract.ReadBack
-	raw, err := filled.LookupPath(fieldPath("readBack")).MarshalJSON()
+	raw, err := filled.LookupPath(fieldPath(fieldReadBack)).MarshalJSON()
 	if err != nil {
 		return rb, fmt.Errorf("readBack: %s", cueerrors.Details(err, nil))
 	}
@@ -687,7 +687,7 @@ func (e *Engine) SyncObject(src scribev1.ObjectIdentity, pub Publish) (scribev1.
 	if err != nil {
 		return scribev1.ObjectIdentity{}, fmt.Errorf("sync object of %s/%s: %w", src.Namespace, src.Name, err)
 	}
-	sync := tmpl.Unify(in).LookupPath(fieldPath("sync"))
+	sync := tmpl.Unify(in).LookupPath(fieldPath(fieldSync))
 	c, err := e.checkObject(src.Kind+"/"+src.Namespace+"/"+src.Name, nil, sync)
 	return c.id, err
 }
@@ -795,6 +795,23 @@ func yamlValue(v any) (any, error) {
 	}
 	return nil, fmt.Errorf("unexpected %T in JSON data", v)
 }
+
+// The fields of a kind's template (templates/<kind>/*.cue) that the
+// engine fills and reads.
+const (
+	// fieldInput is filled with the render.Input of the CR.
+	fieldInput = "input"
+	// fieldObjects holds the rendered objects, by key.
+	fieldObjects = "objects"
+	// fieldSync is the per-CR applier object (Flux Kustomization, Argo CD
+	// Application).
+	fieldSync = "sync"
+	// fieldSyncSource is the applier's source object, when the template
+	// renders one.
+	fieldSyncSource = "syncSource"
+	// fieldReadBack says which rendered objects the controller reads back.
+	fieldReadBack = "readBack"
+)
 
 // fieldPath is the CUE path of regular fields: cue.ParsePath parses its
 // argument as a CUE expression on every call, a few percent of a render.

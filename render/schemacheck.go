@@ -20,7 +20,7 @@ import (
 // object with the CUE definition of its kind was most of a render's time
 // and allocations; instead each registry schema is translated into a tree
 // of schemaNodes that checks the decoded JSON of an object directly. The
-// translation (schemacompile.go) runs at generate time: its result for
+// translation (schemacompile_test.go) runs at generate time: its result for
 // every registry kind is embedded as schemachecks.json.gz
 // (schemachecks_file.go), so neither the translation nor the CUE schemas
 // are paid for at run time. TestEmbeddedSchemaChecks fails when the

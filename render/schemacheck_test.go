@@ -60,7 +60,7 @@ func TestCompiledSchemasTranslateEverything(t *testing.T) {
 	sort.Strings(kinds)
 	for _, k := range kinds {
 		if u := compiled[k].untranslated; len(u) > 0 {
-			t.Errorf("%s: the compiler cannot translate:\n  %s\nteach it (schemacompile.go)", k, strings.Join(u, "\n  "))
+			t.Errorf("%s: the compiler cannot translate:\n  %s\nteach it (schemacompile_test.go)", k, strings.Join(u, "\n  "))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package render_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -73,9 +74,9 @@ func TestExperimentStagesMatchGoldenTrees(t *testing.T) {
 	for _, file := range experimentFixtures(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		for n := scribev1.StageClusters; n <= scribev1.StageWorkflow; n++ {
-			t.Run(name+"/stage-"+string(rune('0'+n)), func(t *testing.T) {
+			t.Run(name+"/stage-"+fmt.Sprint(n), func(t *testing.T) {
 				b := renderStage(t, e, file, n)
-				golden := filepath.Join(fixturesDir, "golden-stages", name, "stage-"+string(rune('0'+n)))
+				golden := filepath.Join(fixturesDir, "golden-stages", name, "stage-"+fmt.Sprint(n))
 				if *update {
 					if err := os.RemoveAll(golden); err != nil {
 						t.Fatal(err)

@@ -255,3 +255,23 @@ func TestTestkubeNamesAreOneToOne(t *testing.T) {
 		t.Fatal("no object rendered into testkube")
 	}
 }
+
+// TestTestkubeRunsTheNamedWorkflowTemplate: spec.workflow.template names
+// the evaluation's catalog entry for Testkube too (agent-eval when empty),
+// so a name the catalog lacks is refused there.
+func TestTestkubeRunsTheNamedWorkflowTemplate(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := testkubeExperiment("")
+	exp["spec"].(map[string]any)["workflow"].(map[string]any)["template"] = "no-such-eval"
+	_, err = e.Render(context.Background(), render.Input{Object: exp, Publish: render.DefaultPublish(), Resolved: testResolved})
+	var ie *render.InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("got %v, want an InputError", err)
+	}
+	if len(ie.Errors) == 0 || ie.Errors[0].Path != "spec.workflow.template" || !strings.Contains(ie.Errors[0].Message, "no-such-eval") {
+		t.Fatalf("errors %+v, want one on spec.workflow.template naming no-such-eval", ie.Errors)
+	}
+}

@@ -42,9 +42,9 @@ func resolvePath(p string) (string, error) {
 	}
 	var rest []string
 	for cur := abs; ; {
-		real, err := filepath.EvalSymlinks(cur)
+		resolved, err := filepath.EvalSymlinks(cur)
 		if err == nil {
-			return filepath.Join(append([]string{real}, rest...)...), nil
+			return filepath.Join(append([]string{resolved}, rest...)...), nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return "", err

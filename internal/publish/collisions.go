@@ -1,5 +1,9 @@
 package publish
 
+// Longer than 500 lines on purpose: one idea, which CR holds which object
+// in a tree, with the identity cache that keeps it cheap on big
+// repositories; its parts are used only together.
+
 import (
 	"bytes"
 	"encoding/json"

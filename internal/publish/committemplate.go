@@ -280,3 +280,127 @@ func boundedFuncs(b *templateBudget) template.FuncMap {
 		"urlquery": wrap(template.URLQueryEscaper),
 	}
 }
+
+// CommitInfo is the data of a commit message template.
+type CommitInfo struct {
+	Branch  string
+	Path    string
+	Changes []ChangeInfo
+}
+
+// ChangeInfo describes one change of a commit.
+type ChangeInfo struct {
+	Action     string // "update" or "delete"
+	Object     string // Kind/namespace/name
+	Kind       string
+	Namespace  string
+	Name       string
+	Generation int64
+	Digest     string
+	Reason     string
+	Dir        string // repository-relative owned directory
+}
+
+// Trailer keys Scribe writes into every commit, once per change.
+const (
+	TrailerObject     = "Scribe-Object"
+	TrailerGeneration = "Scribe-Generation"
+	TrailerDigest     = "Scribe-Digest"
+)
+
+// message builds the commit message: the subject and body (from the
+// template, if any), then one block of trailers per change.
+func (s *gitSink) message(branch string, edits []pathChange, changed map[string]bool) (string, error) {
+	info := CommitInfo{Branch: branch, Path: s.opts.Path}
+	for _, pc := range edits {
+		if !changed[pc.RepoPath+"\x00"+ObjectRef(pc.Source)] {
+			continue
+		}
+		ci := ChangeInfo{
+			Action: "update", Object: ObjectRef(pc.Source), Kind: pc.Source.Kind,
+			Namespace: pc.Source.Namespace, Name: pc.Source.Name, Generation: pc.Generation,
+			Reason: neutralizeTrailers(pc.Reason), Dir: pc.dir(),
+		}
+		if pc.Delete {
+			ci.Action = "delete"
+		} else {
+			ci.Digest = pc.Bundle.Digest
+		}
+		info.Changes = append(info.Changes, ci)
+	}
+	var b strings.Builder
+	if s.tmpl != nil {
+		out, err := s.tmpl.execute(info)
+		if err != nil {
+			return "", &Error{Reason: ReasonInvalid, Op: "publish to", URL: redactURL(s.opts.URL), Err: err}
+		}
+		b.WriteString(out)
+	} else {
+		defaultMessage(&b, info)
+	}
+	var text strings.Builder
+	text.WriteString(strings.TrimRight(b.String(), "\n") + "\n\n")
+	for i, ci := range info.Changes {
+		if i > 0 {
+			text.WriteString("\n")
+		}
+		fmt.Fprintf(&text, "%s: %s\n%s: %d\n", TrailerObject, ci.Object, TrailerGeneration, ci.Generation)
+		if ci.Digest != "" {
+			fmt.Fprintf(&text, "%s: %s\n", TrailerDigest, ci.Digest)
+		}
+	}
+	return text.String(), nil
+}
+
+func defaultMessage(w io.Writer, info CommitInfo) {
+	short := func(d string) string {
+		if i := strings.IndexByte(d, ':'); i >= 0 && len(d) > i+13 {
+			return d[:i+13]
+		}
+		return d
+	}
+	if len(info.Changes) == 1 {
+		ci := info.Changes[0]
+		if ci.Action == "delete" {
+			_, _ = fmt.Fprintf(w, "scribe: delete %s %s/%s\n\nRemove %s/ and %s.sync.yaml.\n", ci.Kind, ci.Namespace, ci.Name, ci.Dir, ci.Dir)
+		} else {
+			_, _ = fmt.Fprintf(w, "scribe: update %s %s/%s to %s (generation %d)\n\nRender %s into %s/.\n", ci.Kind, ci.Namespace, ci.Name, short(ci.Digest), ci.Generation, ci.Digest, ci.Dir)
+		}
+		if ci.Reason != "" {
+			_, _ = fmt.Fprintf(w, "\n%s\n", ci.Reason)
+		}
+		return
+	}
+	_, _ = fmt.Fprintf(w, "scribe: publish %d objects\n\n", len(info.Changes))
+	for _, ci := range info.Changes {
+		if ci.Action == "delete" {
+			_, _ = fmt.Fprintf(w, "- delete %s\n", ci.Object)
+		} else {
+			_, _ = fmt.Fprintf(w, "- update %s to %s (generation %d)\n", ci.Object, short(ci.Digest), ci.Generation)
+		}
+		if ci.Reason != "" {
+			_, _ = fmt.Fprintf(w, "  %s\n", ci.Reason)
+		}
+	}
+}
+
+// Trailers returns the Scribe trailer blocks of a commit message: one map
+// per change, keyed by trailer name.
+func Trailers(message string) []map[string]string {
+	var out []map[string]string
+	var cur map[string]string
+	for _, line := range strings.Split(message, "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok || (k != TrailerObject && k != TrailerGeneration && k != TrailerDigest) {
+			continue
+		}
+		if k == TrailerObject {
+			cur = map[string]string{}
+			out = append(out, cur)
+		}
+		if cur != nil {
+			cur[k] = v
+		}
+	}
+	return out
+}

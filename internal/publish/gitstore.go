@@ -3,24 +3,18 @@ package publish
 import (
 	"bytes"
 	"context"
-	"crypto/sha1" //nolint:gosec // git's pack and index checksums
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
@@ -107,184 +101,6 @@ const (
 	cacheOldSuffix = ".old-" // a dropped cache being removed
 	refTempSuffix  = ".scribe-tmp"
 )
-
-// sweepCache removes what a killed process left beside and inside the
-// cache at dir: half-made or half-removed copies, temporary packs and
-// reference files. Nothing else writes there while the lock is held.
-func sweepCache(dir string) {
-	for _, pat := range []string{dir + cacheNewSuffix + "*", dir + cacheOldSuffix + "*"} {
-		left, _ := filepath.Glob(pat)
-		for _, p := range left {
-			_ = os.RemoveAll(p)
-		}
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "tmp_*"))
-	for _, p := range left {
-		_ = os.Remove(p)
-	}
-	_ = filepath.WalkDir(filepath.Join(dir, "refs"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, refTempSuffix) {
-			_ = os.Remove(p)
-		}
-		return nil
-	})
-}
-
-// checkCache says whether the cache at dir can be used as it is. A process
-// killed while it wrote the cache can leave an empty or garbled reference
-// file, a pack index without its pack or cut short, a pack cut short, or a
-// reference to objects that never arrived; each of them makes go-git fail
-// (or panic) on every later use. The checks read every reference and the
-// ends of every pack and index, which costs little next to a fetch; a pack
-// damaged in its middle is caught when it is read (see lockedStore.do).
-func checkCache(dir, url string, repo *git.Repository) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("git cache %s: reading it panicked: %v", dir, r)
-		}
-	}()
-	rem, err := repo.Remote(remoteName)
-	if err != nil {
-		return fmt.Errorf("git cache %s: remote: %w", dir, err)
-	}
-	if urls := rem.Config().URLs; len(urls) != 1 || urls[0] != redactURL(url) {
-		return fmt.Errorf("git cache %s: remote is %v, not %s", dir, urls, redactURL(url))
-	}
-	if err := checkPacks(filepath.Join(dir, "objects", "pack")); err != nil {
-		return fmt.Errorf("git cache %s: %w", dir, err)
-	}
-	if _, err := repo.Storer.Shallow(); err != nil {
-		return fmt.Errorf("git cache %s: shallow list: %w", dir, err)
-	}
-	refs, err := repo.Storer.IterReferences()
-	if err != nil {
-		return fmt.Errorf("git cache %s: references: %w", dir, err)
-	}
-	defer refs.Close()
-	return refs.ForEach(func(ref *plumbing.Reference) error {
-		if ref.Type() != plumbing.HashReference {
-			return nil
-		}
-		c, err := object.GetCommit(repo.Storer, ref.Hash())
-		if err != nil {
-			return fmt.Errorf("git cache %s: %s: commit %s: %w", dir, ref.Name(), ref.Hash(), err)
-		}
-		if _, err := object.GetTree(repo.Storer, c.TreeHash); err != nil {
-			return fmt.Errorf("git cache %s: %s: tree %s: %w", dir, ref.Name(), c.TreeHash, err)
-		}
-		return nil
-	})
-}
-
-// checkPacks checks that every pack has its index and the other way
-// round, and that each pair is whole: the index's own checksum holds, and
-// the pack ends with the checksum the index and the pack's name record.
-func checkPacks(packDir string) error {
-	entries, err := os.ReadDir(packDir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	names := map[string]bool{}
-	for _, e := range entries {
-		names[e.Name()] = true
-	}
-	for name := range names {
-		base, ext := strings.TrimSuffix(name, filepath.Ext(name)), filepath.Ext(name)
-		if ext != ".pack" && ext != ".idx" {
-			continue
-		}
-		if !names[base+".pack"] || !names[base+".idx"] {
-			return fmt.Errorf("pack %s has no %s", base, map[string]string{".pack": ".idx", ".idx": ".pack"}[ext])
-		}
-		if ext == ".idx" {
-			if err := checkPack(filepath.Join(packDir, base)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func checkPack(base string) error {
-	idx, err := os.ReadFile(base + ".idx")
-	if err != nil {
-		return err
-	}
-	// Header, fan-out table, and the two trailing checksums at least.
-	if len(idx) < 8+256*4+2*sha1.Size {
-		return fmt.Errorf("%s.idx: cut short (%d bytes)", base, len(idx))
-	}
-	sum := sha1.Sum(idx[:len(idx)-sha1.Size]) //nolint:gosec // git's own checksum
-	if !bytes.Equal(sum[:], idx[len(idx)-sha1.Size:]) {
-		return fmt.Errorf("%s.idx: checksum mismatch", base)
-	}
-	packSum := idx[len(idx)-2*sha1.Size : len(idx)-sha1.Size]
-	f, err := os.Open(base + ".pack")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.Size() < 12+sha1.Size {
-		return fmt.Errorf("%s.pack: cut short (%d bytes)", base, fi.Size())
-	}
-	tail := make([]byte, sha1.Size)
-	if _, err := f.ReadAt(tail, fi.Size()-sha1.Size); err != nil {
-		return fmt.Errorf("%s.pack: %w", base, err)
-	}
-	if !bytes.Equal(tail, packSum) {
-		return fmt.Errorf("%s.pack: does not end with the checksum its index records (cut short or overwritten)", base)
-	}
-	if name := strings.TrimPrefix(filepath.Base(base), "pack-"); name != hex.EncodeToString(packSum) {
-		return fmt.Errorf("%s.pack: its name is not its checksum %x", base, packSum)
-	}
-	return nil
-}
-
-// resetGitStore replaces dir with an empty bare repository. The new one is
-// made beside it and renamed into place, so a process killed meanwhile
-// leaves either the old cache or the new one (or none), never half of one.
-func resetGitStore(dir, url string) (*git.Repository, error) {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("create git cache %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(parent, filepath.Base(dir)+cacheNewSuffix)
-	if err != nil {
-		return nil, fmt.Errorf("create git cache %s: %w", dir, err)
-	}
-	defer func() { _ = os.RemoveAll(tmp) }() // gone after the rename
-	repo, err := git.PlainInit(tmp, true)
-	if err != nil {
-		return nil, fmt.Errorf("init git cache %s: %w", dir, err)
-	}
-	// The config holds the URL without credentials: fetches and pushes
-	// name the URL in memory (RemoteURL), so nothing secret is on disk.
-	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{redactURL(url)}}); err != nil {
-		return nil, fmt.Errorf("git cache %s: add remote: %w", dir, err)
-	}
-	if _, err := os.Lstat(dir); err == nil {
-		old := dir + cacheOldSuffix + strconv.FormatInt(time.Now().UnixNano(), 36)
-		if err := os.Rename(dir, old); err != nil {
-			return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
-		}
-		defer func() { _ = os.RemoveAll(old) }()
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
-	}
-	repo, err = git.PlainOpen(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open git cache %s: %w", dir, err)
-	}
-	return repo, nil
-}
 
 // writeRef points the loose reference name at h, atomically: the file is
 // written beside its place and renamed over it (go-git truncates and
@@ -439,10 +255,10 @@ func (s *gitStore) empty() bool {
 	return err != nil
 }
 
-// push sends the objects in overlay and moves ref from old to new in one
+// push sends the objects in overlay and moves ref from old to next in one
 // receive-pack request. The remote refuses the update if ref is no longer at
 // old, which makes every push a compare-and-swap.
-func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, ar *packp.AdvRefs, overlay *memory.ObjectStorage, ref plumbing.ReferenceName, old, new plumbing.Hash) ([]byte, error) {
+func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, ar *packp.AdvRefs, overlay *memory.ObjectStorage, ref plumbing.ReferenceName, old, next plumbing.Hash) ([]byte, error) {
 	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
 	// Ask for the server's messages ("remote: …"): hooks and forges explain
 	// rejections there, e.g. GitHub's "GH006: Protected branch update failed".
@@ -455,7 +271,7 @@ func (s *gitStore) push(ctx context.Context, sess transport.ReceivePackSession, 
 		_ = req.Capabilities.Set(capability.Sideband)
 		req.Progress = &remoteMsg
 	}
-	req.Commands = []*packp.Command{{Name: ref, Old: old, New: new}}
+	req.Commands = []*packp.Command{{Name: ref, Old: old, New: next}}
 
 	var hashes []plumbing.Hash
 	for h := range overlay.Objects {
@@ -575,170 +391,6 @@ func (s *gitStore) rootTree(commit plumbing.Hash) (plumbing.Hash, error) {
 		return plumbing.ZeroHash, s.corrupt(fmt.Errorf("read commit %s: %w", commit, err))
 	}
 	return c.TreeHash, nil
-}
-
-// treeEdit describes the rewrite of one directory: names to remove, files
-// to set, subdirectories to edit, and whether its old content is dropped.
-type treeEdit struct {
-	replace bool
-	remove  map[string]bool
-	files   map[string]plumbing.Hash
-	dirs    map[string]*treeEdit
-}
-
-func newTreeEdit() *treeEdit {
-	return &treeEdit{remove: map[string]bool{}, files: map[string]plumbing.Hash{}, dirs: map[string]*treeEdit{}}
-}
-
-// dir returns the edit of the directory at p (slash-separated, relative).
-func (e *treeEdit) dir(p string) *treeEdit {
-	cur := e
-	if p == "" {
-		return cur
-	}
-	for _, part := range strings.Split(p, "/") {
-		next, ok := cur.dirs[part]
-		if !ok {
-			next = newTreeEdit()
-			cur.dirs[part] = next
-		}
-		cur = next
-	}
-	return cur
-}
-
-// apply writes the edited tree into overlay and returns its hash; empty is
-// true when nothing is left in it (git has no empty directories).
-func (e *treeEdit) apply(src storer.EncodedObjectStorer, overlay *memory.ObjectStorage, old plumbing.Hash) (h plumbing.Hash, empty bool, err error) {
-	entries := map[string]object.TreeEntry{}
-	if !old.IsZero() && !e.replace {
-		t, err := object.GetTree(src, old)
-		if err != nil {
-			return plumbing.ZeroHash, false, fmt.Errorf("read tree %s: %w", old, err)
-		}
-		for _, te := range t.Entries {
-			entries[te.Name] = te
-		}
-	}
-	for name := range e.remove {
-		delete(entries, name)
-	}
-	for name, sub := range e.dirs {
-		var prev plumbing.Hash
-		if te, ok := entries[name]; ok {
-			if te.Mode != filemode.Dir && !e.remove[name] {
-				return plumbing.ZeroHash, false, &Error{Reason: ReasonInvalid, Op: "write", URL: name,
-					Err: fmt.Errorf("%q is a file of someone else where Scribe needs a directory; Scribe does not replace it", name)}
-			}
-			if te.Mode == filemode.Dir {
-				prev = te.Hash
-			}
-		}
-		nh, subEmpty, err := sub.apply(src, overlay, prev)
-		if err != nil {
-			return plumbing.ZeroHash, false, err
-		}
-		if subEmpty {
-			delete(entries, name)
-			continue
-		}
-		entries[name] = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: nh}
-	}
-	for name, blob := range e.files {
-		entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: blob}
-	}
-	if len(entries) == 0 {
-		return plumbing.ZeroHash, true, nil
-	}
-	t := &object.Tree{Entries: make([]object.TreeEntry, 0, len(entries))}
-	for _, te := range entries {
-		t.Entries = append(t.Entries, te)
-	}
-	sort.Slice(t.Entries, func(i, j int) bool { return gitTreeKey(t.Entries[i]) < gitTreeKey(t.Entries[j]) })
-	o := overlay.NewEncodedObject()
-	if err := t.Encode(o); err != nil {
-		return plumbing.ZeroHash, false, fmt.Errorf("encode tree: %w", err)
-	}
-	if o.Hash() == old {
-		return old, false, nil // unchanged: the remote has it under its tip
-	}
-	nh, err := overlay.SetEncodedObject(o)
-	return nh, false, err
-}
-
-// gitTreeKey orders tree entries as git does: directories sort as if their
-// name ended in "/".
-func gitTreeKey(te object.TreeEntry) string {
-	if te.Mode == filemode.Dir {
-		return te.Name + "/"
-	}
-	return te.Name
-}
-
-// putBlob stores data as a blob in overlay. It does not ask the cache
-// whether the blob exists (a miss costs file system lookups); prune drops
-// the blobs no new tree refers to.
-func putBlob(overlay *memory.ObjectStorage, data []byte) (plumbing.Hash, error) {
-	o := overlay.NewEncodedObject()
-	o.SetType(plumbing.BlobObject)
-	o.SetSize(int64(len(data)))
-	w, err := o.Writer()
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	if _, err := w.Write(data); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return overlay.SetEncodedObject(o)
-}
-
-// prune removes from overlay every object that the new root tree does not
-// reach through new trees: blobs of subtrees that turned out unchanged. What
-// is left is exactly what the remote lacks (plus the commit, added later).
-func prune(overlay *memory.ObjectStorage, root plumbing.Hash) error {
-	keep := map[plumbing.Hash]bool{}
-	var walk func(h plumbing.Hash) error
-	walk = func(h plumbing.Hash) error {
-		o, ok := overlay.Objects[h]
-		if !ok || keep[h] {
-			return nil
-		}
-		keep[h] = true
-		if o.Type() != plumbing.TreeObject {
-			return nil
-		}
-		t := &object.Tree{}
-		if err := t.Decode(o); err != nil {
-			return err
-		}
-		for _, e := range t.Entries {
-			if err := walk(e.Hash); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := walk(root); err != nil {
-		return fmt.Errorf("prune: %w", err)
-	}
-	for h, o := range overlay.Objects {
-		if keep[h] {
-			continue
-		}
-		delete(overlay.Objects, h)
-		switch o.Type() {
-		case plumbing.BlobObject:
-			delete(overlay.Blobs, h)
-		case plumbing.TreeObject:
-			delete(overlay.Trees, h)
-		case plumbing.CommitObject:
-			delete(overlay.Commits, h)
-		}
-	}
-	return nil
 }
 
 // layeredStorer reads from overlay first and then from the cache; the pack

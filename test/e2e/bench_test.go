@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 )
 
 func stats(ds []time.Duration) string {
@@ -176,20 +176,20 @@ func TestBenchNode(t *testing.T) {
 		}
 		t.Logf("RESULT pod create -> Ready on the real node (image cached after the first): %s", stats(ds))
 	})
-	for _, real := range []bool{true, false} {
-		name := map[bool]string{true: "change-to-ready-real-node", false: "change-to-ready-kwok"}[real]
+	for _, realNode := range []bool{true, false} {
+		name := map[bool]string{true: "change-to-ready-real-node", false: "change-to-ready-kwok"}[realNode]
 		t.Run(name, func(t *testing.T) {
 			ns := "bench"
 			var s *Stack
-			if real {
+			if realNode {
 				s = newNodeLoop(t, scribev1.ApplierFlux, ns)
 			} else {
 				s = newLoop(t, ns)
 			}
-			where := map[bool]string{true: "the real node (Scribe in its pod)", false: "kwok (Scribe in the test process)"}[real]
+			where := map[bool]string{true: "the real node (Scribe in its pod)", false: "kwok (Scribe in the test process)"}[realNode]
 			t.Logf("RESULT CR change (image) -> Flux applied -> the new pods Ready, on %s: %s", where, stats(changeToReady(t, s, ns, n)))
 			logRSS(t, s)
-			if real {
+			if realNode {
 				logNodeRSS(t, s)
 			}
 		})

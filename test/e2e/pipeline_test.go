@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 )
 
 // promo is a Pipeline "web" promoted dev -> staging (pull requests on

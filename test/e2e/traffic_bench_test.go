@@ -24,23 +24,23 @@ import (
 // kwok (the played gateway, Scribe in the test process).
 func TestBenchCanaryStep(t *testing.T) {
 	benchChanges(t, 20)
-	for _, real := range []bool{true, false} {
-		name := map[bool]string{true: "real-node", false: "kwok"}[real]
+	for _, onNode := range []bool{true, false} {
+		name := map[bool]string{true: "real-node", false: "kwok"}[onNode]
 		t.Run(name, func(t *testing.T) {
 			ns := "bench"
 			var s *Stack
-			if real {
+			if onNode {
 				s = newTrafficLoop(t, scribev1.ApplierFlux, ns)
 			} else {
 				s = newLoop(t, ns)
 			}
-			where := map[bool]string{true: "real node, Traefik", false: "kwok, played gateway"}[real]
+			where := map[bool]string{true: "onNode node, Traefik", false: "kwok, played gateway"}[onNode]
 			toRoute, toAnalysed, toNext, total := canarySteps(t, s, ns)
 			t.Logf("RESULT canary step commit -> route accepted (%s): %s", where, stats(toRoute))
 			t.Logf("RESULT canary step route accepted -> analysis passed, next step decided (%s): %s", where, stats(toAnalysed))
 			t.Logf("RESULT canary step next step decided -> its commit (%s): %s", where, stats(toNext))
 			t.Logf("RESULT canary step commit -> next commit (%s): %s", where, stats(total))
-			if real {
+			if onNode {
 				for _, p := range []string{"traefik", "prometheus"} {
 					t.Logf("RESULT RSS %s after the canary: %d MiB", p, s.ProcessRSS(p)>>20)
 				}

@@ -555,7 +555,7 @@ func TestGitHubAPIURLOverrideAndRetargetWireFormat(t *testing.T) {
 	}
 	reqs := f.Requests()
 	last := reqs[len(reqs)-1]
-	if last.Method != "PATCH" || last.Path != "/repos/Acme/Exp/pulls/1" {
+	if last.Method != http.MethodPatch || last.Path != "/repos/Acme/Exp/pulls/1" {
 		t.Fatalf("last request = %s %s, want PATCH /repos/Acme/Exp/pulls/1", last.Method, last.Path)
 	}
 	if m := last.JSON(); m["base"] != "release" {

@@ -25,7 +25,7 @@ import (
 // +kubebuilder:rbac marker under controller/ (what `make manifests` will
 // deploy next), so a new marker cannot widen the role silently.
 
-const rbacDir = "../../config/rbac"
+const rbacDir = "../config/rbac"
 
 // readVerbs may be granted on any named resource.
 var readVerbs = []string{"get", "list", "watch"}
@@ -441,7 +441,7 @@ func rulesFromMarkers(t *testing.T) []rule {
 func renderedFromGolden(t *testing.T) []string {
 	t.Helper()
 	seen := map[string]bool{}
-	err := filepath.WalkDir("../../fixtures/golden", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../fixtures/golden", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
 			return err
 		}

@@ -159,60 +159,42 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			}
 			bundle = b
 			obs.Rendered = &Rendered{Digest: b.Digest, Generated: generated(t, b)}
-		case RolloutCommit:
-			full, err := r.withFiles(ctx, w, t, bundle)
-			if err != nil {
-				return r.fail(w, err)
-			}
-			bundle = full
-			to, err := r.rollbackTarget(w, t)
-			if err != nil {
-				return r.fail(w, err)
-			}
-			res, err := r.Publisher.Publish(ctx, to, change(w, bundle), bundle.Sync)
-			if err != nil {
-				return r.fail(w, err)
-			}
-			obs.Commit = res.Commit
-			log.FromContext(ctx).Info("published", "revision", res.Revision, "changed", res.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
-		case RolloutPropose:
-			full, err := r.withFiles(ctx, w, t, bundle)
-			if err != nil {
-				return r.fail(w, err)
-			}
-			bundle = full
-			prop, err := r.Publisher.Propose(ctx, t, change(w, bundle), promotionEvidence(w, st.Evidence))
-			if err != nil {
-				return r.fail(w, err)
-			}
-			p := &Proposed{UpToDate: prop.UpToDate}
-			if prop.UpToDate {
-				if p.Base, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+		case RolloutCommit, RolloutPropose, RolloutReadPullRequest:
+			job := deliveryJob{Target: t, Source: src, Head: headOf(st.PullRequest), DeleteMergedBranch: true,
+				MergedSync: func() (scribev1.ObjectIdentity, error) {
+					return r.Publisher.syncIdentity(t, st.GeneratedResources, src)
+				}}
+			if act.Kind != RolloutReadPullRequest {
+				full, err := r.withFiles(ctx, w, t, bundle)
+				if err != nil {
 					return r.fail(w, err)
 				}
-			} else {
-				p.PullRequest = scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
+				bundle = full
+				job.Change, job.Sync = change(w, bundle), bundle.Sync
 			}
-			obs.Proposed = p
-		case RolloutReadPullRequest:
-			prop, err := r.Publisher.ProposalStatus(ctx, t, src, st.PullRequest.Head)
+			switch act.Kind {
+			case RolloutCommit:
+				to, err := r.rollbackTarget(w, t)
+				if err != nil {
+					return r.fail(w, err)
+				}
+				job.CommitTo = to
+			case RolloutPropose:
+				job.Evidence = promotionEvidence(w, st.Evidence)
+			}
+			d, err := r.Publisher.deliver(ctx, DeliveryStepKind(act.Kind), job)
 			if err != nil {
 				return r.fail(w, err)
 			}
-			pr := &PullRequestState{State: string(prop.PullRequest.State), Merged: prop.Merged, Revision: prop.MergeCommit, MergedBy: prop.MergedBy}
-			if prop.Merged {
-				if pr.Revision == "" {
-					if pr.Revision, err = r.Publisher.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
-						return r.fail(w, err)
-					}
-				}
-				if sync, err := r.Publisher.syncIdentity(t, st.GeneratedResources, src); err == nil {
-					// A merge may carry a new sync file too.
-					r.Publisher.Nudge(ctx, t, sync, true)
-				}
-				r.Publisher.deleteMergedBranch(ctx, t, src, st.PullRequest.Head)
+			switch act.Kind {
+			case RolloutCommit:
+				obs.Commit = d.Result.Commit
+				log.FromContext(ctx).Info("published", "revision", d.Result.Revision, "changed", d.Result.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
+			case RolloutPropose:
+				obs.Proposed = d.Proposed
+			default:
+				obs.PullRequest = d.PullRequest
 			}
-			obs.PullRequest = pr
 		case RolloutReadBack:
 			v, err := r.Publisher.Applied(ctx, t, bundle.Source, bundle.Sync, st.Revision)
 			if err != nil {
@@ -246,15 +228,6 @@ func change(w *scribev1.Workload, bundle *render.Bundle) publish.Change {
 	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + promotionEvidence(w, w.Status.Evidence))
 	c.Summary = workloadSummary(w)
 	return c
-}
-
-// baseOpts are the Git options for the branch pull requests target.
-func baseOpts(t *Target) publish.GitOptions {
-	o := *t.GitOpts
-	if b := t.Repo.Spec.Git.PullRequest.Base; b != "" {
-		o.Branch = b
-	}
-	return o
 }
 
 // withFiles returns bundle with its files, rendering again when it is a
@@ -347,38 +320,4 @@ func (r *WorkloadReconciler) finalize(ctx context.Context, w *scribev1.Workload)
 
 func (r *WorkloadReconciler) event(obj runtime.Object, typ, reason, format string, args ...any) {
 	eventf(r.Events, obj, typ, reason, format, args...)
-}
-
-func fmtTraffic(tr []scribev1.VersionWeight) string {
-	parts := make([]string, 0, len(tr))
-	for _, t := range tr {
-		parts = append(parts, fmt.Sprintf("%s=%d%%", t.Version, t.Weight))
-	}
-	return strings.Join(parts, ",")
-}
-
-func shortRev(rev string) string {
-	if len(rev) > 12 {
-		return rev[:12]
-	}
-	return rev
-}
-
-func minDuration(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
-}
-
-// generated records where the bundle went and what it holds.
-func generated(t *Target, b *render.Bundle) *scribev1.GeneratedResources {
-	g := &scribev1.GeneratedResources{Objects: append([]scribev1.ObjectIdentity{b.Sync}, b.Objects...)}
-	p := t.Input.Path
-	if p == "" || p == "." {
-		g.Path = b.Dir
-	} else {
-		g.Path = p + "/" + b.Dir
-	}
-	return g
 }

@@ -30,7 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
@@ -67,7 +67,7 @@ func testEnv(t testing.TB) *env {
 			return
 		}
 		e := &envtest.Environment{
-			CRDDirectoryPaths:     append(files, filepath.Join("..", "..", "config", "crd", "bases")),
+			CRDDirectoryPaths:     append(files, filepath.Join("..", "config", "crd", "bases")),
 			ErrorIfCRDPathMissing: true,
 			// On a loaded CI machine the CRDs take longer than the
 			// default 10 s to be served.

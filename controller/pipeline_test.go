@@ -1,5 +1,8 @@
 package controller_test
 
+// Longer than 500 lines on purpose: the Pipeline's envtest scenarios,
+// one per promotion path, on one fixture.
+
 import (
 	"fmt"
 	"regexp"
@@ -16,7 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 )
 

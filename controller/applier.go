@@ -58,7 +58,7 @@ func argoApplicationGVK() schema.GroupVersionKind {
 // newApplier picks the applier of in.Kind; in is also what render gets.
 // An unknown or empty kind is Flux, the API's default.
 func newApplier(c client.Client, in render.Applier) Applier {
-	if scribev1.ApplierKind(in.Kind) == scribev1.ApplierArgoCD {
+	if in.Kind == scribev1.ApplierArgoCD {
 		return &argoApplier{client: c, in: in}
 	}
 	return &fluxApplier{client: c, in: in}

@@ -1,5 +1,10 @@
 package controller
 
+// Longer than 500 lines on purpose: the Experiment's four stages and its
+// phases are one state machine read top to bottom (intend, deliver,
+// provision, validate, complete); DecideExperiment's table test follows
+// the same order.
+
 import (
 	"fmt"
 	"strings"
@@ -266,75 +271,64 @@ func (d *stage) intend() {
 }
 
 // commit asks for the render of status.stage, and for its commit (or pull
-// request) when it is new: the intent (the stage and its digest, with an
-// empty revision) is saved before the push and the commit recorded after,
-// so a controller restarted in between publishes the same bundle again (a
-// no-op in Git) and never makes a second commit for it.
+// request) when it is new (DecideDelivery): the intent (the stage and its
+// digest, with an empty revision) is saved before the push and the commit
+// recorded after, so a controller restarted in between publishes the same
+// bundle again (a no-op in Git) and never makes a second commit for it.
 func (d *stage) commit() *ExperimentAction {
 	st, obs := d.st, d.obs
-	if obs.Rendered == nil || obs.RenderedStage != st.Stage {
+	step := DecideDelivery(&st.CommonStatus, &st.PullRequest, obs.delivery(st.Stage))
+	if step.Opened {
+		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", stageName(st.Stage), st.PullRequest.URL))
+	}
+	switch step.Kind {
+	case DeliveryRender:
 		return &ExperimentAction{Kind: ExperimentRender}
-	}
-	if st.Digest != obs.Rendered.Digest {
-		// New content at this stage (its intent, or a new spec).
-		st.PullRequest = nil
-		st.Revision, st.Digest = "", obs.Rendered.Digest
-	}
-	if st.Revision != "" {
-		return nil
-	}
-	if !obs.PullRequests {
-		if obs.Commit == "" {
-			return &ExperimentAction{Kind: ExperimentCommit, SaveIntent: true}
-		}
-		d.committed(obs.Commit, "committed")
-		return nil
-	}
-	if st.PullRequest == nil {
-		if obs.Proposed == nil {
-			return &ExperimentAction{Kind: ExperimentPropose, SaveIntent: true}
-		}
-		if obs.Proposed.UpToDate {
-			d.committed(obs.Proposed.Base, "already on the branch at")
-			return nil
-		}
-		pr := obs.Proposed.PullRequest
-		st.PullRequest = &pr
-		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", stageName(st.Stage), pr.URL))
-	}
-	if obs.PullRequest == nil {
-		// The intent is saved once per reconcile, before the first call
-		// to the forge.
-		return &ExperimentAction{Kind: ExperimentReadPullRequest, SaveIntent: obs.Proposed == nil}
-	}
-	st.PullRequest.State = obs.PullRequest.State
-	switch {
-	case obs.PullRequest.Merged:
-		st.PullRequest.State = "merged"
-		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d of %s merged as %s (recognised by %s)", st.PullRequest.Number, stageName(st.Stage), shortRev(obs.PullRequest.Revision), obs.PullRequest.MergedBy))
-		d.committed(obs.PullRequest.Revision, "merged as")
-		return nil
-	case obs.PullRequest.State == "closed":
+	case DeliveryCommit:
+		return &ExperimentAction{Kind: ExperimentCommit, SaveIntent: true}
+	case DeliveryPropose:
+		return &ExperimentAction{Kind: ExperimentPropose, SaveIntent: step.SaveIntent}
+	case DeliveryReadPullRequest:
+		return &ExperimentAction{Kind: ExperimentReadPullRequest, SaveIntent: step.SaveIntent}
+	case DeliveryClosed:
 		return &ExperimentAction{Kind: ExperimentWait, Requeue: 30 * time.Second, Marks: []Mark{
 			markNotReady("PullRequestClosed", "pull request #%d of %s was closed without merging", st.PullRequest.Number, stageName(st.Stage)),
 			markStalled("PullRequestClosed", "pull request #%d of %s was closed without merging", st.PullRequest.Number, stageName(st.Stage)),
 		}}
+	case DeliveryAwaitingMerge:
+		msg := fmt.Sprintf("%s proposed in %s; waiting for the merge", stageName(st.Stage), st.PullRequest.URL)
+		if st.Phase != scribev1.ExperimentPending {
+			d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
+		}
+		return &ExperimentAction{Kind: ExperimentWait, Requeue: obs.Poll, Marks: []Mark{
+			markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
+			markNotReady("AwaitingMerge", "%s", msg),
+		}}
 	}
-	msg := fmt.Sprintf("%s proposed in %s; waiting for the merge", stageName(st.Stage), st.PullRequest.URL)
-	if st.Phase != scribev1.ExperimentPending {
-		d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
+	if step.Recorded == recordedMerged {
+		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d of %s merged as %s (recognised by %s)", st.PullRequest.Number, stageName(st.Stage), shortRev(st.Revision), obs.PullRequest.MergedBy))
 	}
-	return &ExperimentAction{Kind: ExperimentWait, Requeue: obs.Poll, Marks: []Mark{
-		markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
-		markNotReady("AwaitingMerge", "%s", msg),
-	}}
+	if step.Recorded != "" {
+		d.committed(step.Recorded)
+	}
+	return nil
 }
 
-// committed records the commit that carries the stage's render.
-func (d *stage) committed(rev, how string) {
+// delivery is what the delivery actions showed of the render of stage (a
+// render of another stage is none).
+func (o *ExperimentObservations) delivery(stage int32) DeliveryObservations {
+	obs := DeliveryObservations{PullRequests: o.PullRequests, Rendered: o.Rendered, Commit: o.Commit, Proposed: o.Proposed, PullRequest: o.PullRequest}
+	if o.RenderedStage != stage {
+		obs.Rendered = nil
+	}
+	return obs
+}
+
+// committed records what follows the commit that carries the stage's
+// render (DecideDelivery recorded it in status.revision, how).
+func (d *stage) committed(how string) {
 	st := d.st
-	st.Revision = rev
-	st.GeneratedResources = d.obs.Rendered.Generated.DeepCopy()
+	rev := st.Revision
 	st.Workflow, st.Runs = nil, nil
 	if st.Stage < scribev1.StageWorkflowTemplates {
 		st.Templates = nil
@@ -427,7 +421,7 @@ func (d *stage) provision() *ExperimentAction {
 	// The next pass, at once, looks at the workflow: each phase is recorded
 	// on its own.
 	return &ExperimentAction{Kind: ExperimentWait, Requeue: time.Millisecond, Marks: []Mark{
-		markReady(ReasonSucceeded, "%s", msg),
+		markReady("%s", msg),
 		markReconciling(ReasonWaitingForWorkflow, "%s", msg),
 	}}
 }
@@ -491,7 +485,7 @@ func (d *stage) run() *ExperimentAction {
 		// complete once every target is ready.
 		d.setPhase(scribev1.ExperimentComplete, "no workflow to run; every target is ready")
 		return &ExperimentAction{Kind: ExperimentWait, Marks: []Mark{
-			markReady(ReasonSucceeded, "%s applied; every target ready; no workflow to run", shortRev(st.Revision)),
+			markReady("%s applied; every target ready; no workflow to run", shortRev(st.Revision)),
 			unmark(scribev1.ReconcilingCondition),
 			unmark(scribev1.StalledCondition),
 		}}
@@ -614,7 +608,7 @@ func (d *stage) complete(format string, args ...any) *ExperimentAction {
 	msg := fmt.Sprintf(format, args...)
 	d.setPhase(scribev1.ExperimentComplete, "%s", msg)
 	return &ExperimentAction{Kind: ExperimentWait, Marks: []Mark{
-		markReady(ReasonSucceeded, "%s", msg),
+		markReady("%s", msg),
 		unmark(scribev1.ReconcilingCondition),
 		unmark(scribev1.StalledCondition),
 	}}

@@ -63,9 +63,9 @@ func markNotReady(reason, format string, args ...any) Mark {
 	return markFalse(scribev1.ReadyCondition, reason, format, args...)
 }
 
-// markReady is Ready=True.
-func markReady(reason, format string, args ...any) Mark {
-	return markTrue(scribev1.ReadyCondition, reason, format, args...)
+// markReady is Ready=True, reason Succeeded.
+func markReady(format string, args ...any) Mark {
+	return markTrue(scribev1.ReadyCondition, ReasonSucceeded, format, args...)
 }
 
 // unmark removes a condition.

@@ -167,7 +167,7 @@ func (p *Publisher) BuiltinEngine() *render.Engine { return p.Engine }
 
 // tracerName names Scribe's spans; the provider is set up by `scribe
 // controller` when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise).
-const tracerName = "github.com/scribe-gitops/scribe/internal/controller"
+const tracerName = "github.com/scribe-gitops/scribe/controller"
 
 // Publish writes the change and asks the applier to reconcile now.
 func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {

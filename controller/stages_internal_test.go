@@ -1,5 +1,8 @@
 package controller
 
+// Longer than 500 lines on purpose: the stages' decision table, one row
+// per transition.
+
 import (
 	"fmt"
 	"strings"

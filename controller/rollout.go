@@ -1,5 +1,10 @@
 package controller
 
+// Longer than 500 lines on purpose: the rollout's state machine (intent,
+// delivery, read-back, judgement) and the step arithmetic it alone uses
+// read top to bottom as one decision; DecideRollout's table test follows
+// the same order.
+
 import (
 	"fmt"
 	"strings"
@@ -223,66 +228,52 @@ func (d *rollout) intend() {
 	}
 }
 
-// commit gets the intent into the repository: it asks for actions until
-// status.revision names the commit that carries the render.
+// commit gets the intent into the repository: DecideDelivery asks for
+// actions until status.revision names the commit that carries the render;
+// what the rollout says about it is decided here.
 func (d *rollout) commit() *RolloutAction {
 	st, obs := &d.w.Status, d.obs
-	if obs.Rendered == nil {
-		return &RolloutAction{Kind: RolloutRender}
-	}
-	if st.Digest != obs.Rendered.Digest {
+	step := DecideDelivery(&st.CommonStatus, &st.PullRequest, obs.delivery(throughPullRequest(d.w)))
+	if step.NewContent {
 		// New content at the same step (the spec changed): its health and
 		// pause start again.
-		st.PullRequest = nil
 		st.StepHealthyAt, st.LastAnalysisAt = nil, nil
-		st.Revision, st.Digest = "", obs.Rendered.Digest
 	}
-	if st.Revision != "" {
-		return nil
+	if step.Opened {
+		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", fmtTraffic(st.Traffic), st.PullRequest.URL))
 	}
-	if !throughPullRequest(d.w) || !obs.PullRequests {
-		if obs.Commit == "" {
-			return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent}
-		}
-		d.committed(obs.Commit)
-		return nil
-	}
-	if st.PullRequest == nil {
-		if obs.Proposed == nil {
-			return &RolloutAction{Kind: RolloutPropose, SaveIntent: true}
-		}
-		if obs.Proposed.UpToDate {
-			d.committed(obs.Proposed.Base)
-			return nil
-		}
-		pr := obs.Proposed.PullRequest
-		st.PullRequest = &pr
-		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", fmtTraffic(st.Traffic), pr.URL))
-	}
-	if obs.PullRequest == nil {
-		// The intent is saved once per reconcile, before the first call
-		// to the forge.
-		return &RolloutAction{Kind: RolloutReadPullRequest, SaveIntent: obs.Proposed == nil}
-	}
-	st.PullRequest.State = obs.PullRequest.State
-	switch {
-	case obs.PullRequest.Merged:
-		st.PullRequest.State = "merged"
-		d.committed(obs.PullRequest.Revision)
-		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d merged as %s (recognised by %s)", st.PullRequest.Number, shortRev(st.Revision), obs.PullRequest.MergedBy))
-		return nil
-	case obs.PullRequest.State == "closed":
+	switch step.Kind {
+	case DeliveryRender:
+		return &RolloutAction{Kind: RolloutRender}
+	case DeliveryCommit:
+		return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent}
+	case DeliveryPropose:
+		return &RolloutAction{Kind: RolloutPropose, SaveIntent: step.SaveIntent}
+	case DeliveryReadPullRequest:
+		return &RolloutAction{Kind: RolloutReadPullRequest, SaveIntent: step.SaveIntent}
+	case DeliveryClosed:
 		// A closed pull request may be reopened: it is read again, less often.
 		return &RolloutAction{Kind: RolloutWait, Requeue: closedPRPoll(obs.Poll), Marks: []Mark{
 			markNotReady("PullRequestClosed", "pull request #%d was closed without merging: %s stays where it is", st.PullRequest.Number, fmtTraffic(st.Traffic)),
 			markStalled("PullRequestClosed", "pull request #%d was closed without merging", st.PullRequest.Number),
 		}}
+	case DeliveryAwaitingMerge:
+		return &RolloutAction{Kind: RolloutWait, Requeue: obs.Poll, Marks: []Mark{
+			markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
+			markNotReady("AwaitingMerge", "%s proposed in %s; waiting for the merge", fmtTraffic(st.Traffic), st.PullRequest.URL),
+			unmark(scribev1.StalledCondition), // a reopened pull request
+		}}
 	}
-	return &RolloutAction{Kind: RolloutWait, Requeue: obs.Poll, Marks: []Mark{
-		markReconciling("AwaitingMerge", "waiting for pull request #%d to be merged", st.PullRequest.Number),
-		markNotReady("AwaitingMerge", "%s proposed in %s; waiting for the merge", fmtTraffic(st.Traffic), st.PullRequest.URL),
-		unmark(scribev1.StalledCondition), // a reopened pull request
-	}}
+	if step.Recorded == recordedMerged {
+		d.events = append(d.events, normalEvent("PullRequestMerged", "pull request #%d merged as %s (recognised by %s)", st.PullRequest.Number, shortRev(st.Revision), obs.PullRequest.MergedBy))
+	}
+	return nil
+}
+
+// delivery is what the delivery actions showed; through says the intent
+// goes through a pull request when the Repository takes them.
+func (o *RolloutObservations) delivery(through bool) DeliveryObservations {
+	return DeliveryObservations{PullRequests: through && o.PullRequests, Rendered: o.Rendered, Commit: o.Commit, Proposed: o.Proposed, PullRequest: o.PullRequest}
 }
 
 // appliedPoll is how often a commit that waits to be applied is read back.
@@ -300,12 +291,6 @@ func closedPRPoll(poll time.Duration) time.Duration {
 		return 10 * poll
 	}
 	return 30 * time.Second
-}
-
-// committed records the commit that carries the rendered intent.
-func (d *rollout) committed(rev string) {
-	d.w.Status.Revision = rev
-	d.w.Status.GeneratedResources = d.obs.Rendered.Generated.DeepCopy()
 }
 
 // readBack asks for the commit's health, and decides on a commit that
@@ -356,7 +341,7 @@ func (d *rollout) judge() *RolloutAction {
 			st.Phase = scribev1.WorkloadHealthy
 		}
 		marks := []Mark{
-			markReady(ReasonSucceeded, "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)),
+			markReady("%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)),
 			unmark(scribev1.ReconcilingCondition),
 			unmark(scribev1.StalledCondition),
 		}

@@ -266,7 +266,7 @@ func pipelineMarks(p *scribev1.Pipeline, st *scribev1.PipelineStatus, stages map
 		}
 	}
 	return []Mark{
-		markReady(ReasonSucceeded, "%s is stable in every stage", st.Version),
+		markReady("%s is stable in every stage", st.Version),
 		unmark(scribev1.ReconcilingCondition),
 		unmark(scribev1.StalledCondition),
 	}

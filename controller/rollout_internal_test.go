@@ -1,5 +1,8 @@
 package controller
 
+// Longer than 500 lines on purpose: the rollout's decision table, one row
+// per transition.
+
 import (
 	"fmt"
 	"sort"

@@ -1,5 +1,9 @@
 package controller_test
 
+// Longer than 500 lines on purpose: the Experiment's envtest scenarios
+// share one fixture (fakes of the clusters, appliers and runs), and each
+// scenario walks several stages.
+
 import (
 	"fmt"
 	"path/filepath"
@@ -24,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/controller"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"

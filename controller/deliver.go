@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"context"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/publish"
+)
+
+// deliveryJob is what the executor of the delivery actions needs of one
+// CR's render.
+type deliveryJob struct {
+	// Target is the CR's publish target: where pull requests go.
+	Target *Target
+	// CommitTo is where a direct commit goes (nil: Target); a Workload's
+	// rollback may go straight to the base branch.
+	CommitTo *Target
+	// Source is the CR.
+	Source scribev1.ObjectIdentity
+	// Change is the render's commit (DeliveryCommit, DeliveryPropose) and
+	// Sync its applier object, nudged after the commit.
+	Change publish.Change
+	Sync   scribev1.ObjectIdentity
+	// Evidence goes into the pull request's description (DeliveryPropose).
+	Evidence string
+	// Head is the branch of the recorded pull request
+	// (DeliveryReadPullRequest).
+	Head string
+	// MergedSync names the applier object to nudge after a merge (nil:
+	// Sync); an error leaves it alone.
+	MergedSync func() (scribev1.ObjectIdentity, error)
+	// DeleteMergedBranch deletes the pull request's branch after its merge.
+	DeleteMergedBranch bool
+}
+
+// delivered is what one delivery action showed.
+type delivered struct {
+	// Result of the commit (DeliveryCommit).
+	Result publish.Result
+	// Proposed (DeliveryPropose) and PullRequest (DeliveryReadPullRequest).
+	Proposed    *Proposed
+	PullRequest *PullRequestState
+}
+
+// deliver carries out one delivery action that DecideDelivery asked for:
+// Commit, Propose or ReadPullRequest. Every kind's reconciler calls it, so
+// a change to how a render reaches the branch is made here once.
+func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deliveryJob) (delivered, error) {
+	t := job.Target
+	switch kind {
+	case DeliveryCommit:
+		to := job.CommitTo
+		if to == nil {
+			to = t
+		}
+		res, err := p.Publish(ctx, to, job.Change, job.Sync)
+		return delivered{Result: res}, err
+	case DeliveryPropose:
+		prop, err := p.Propose(ctx, t, job.Change, job.Evidence)
+		if err != nil {
+			return delivered{}, err
+		}
+		pr := &Proposed{UpToDate: prop.UpToDate}
+		if prop.UpToDate {
+			if pr.Base, err = p.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+				return delivered{}, err
+			}
+		} else {
+			pr.PullRequest = scribev1.PullRequestStatus{Number: prop.PullRequest.Number, URL: prop.PullRequest.URL, Head: prop.Head, State: string(prop.PullRequest.State)}
+		}
+		return delivered{Proposed: pr}, nil
+	case DeliveryReadPullRequest:
+		prop, err := p.ProposalStatus(ctx, t, job.Source, job.Head)
+		if err != nil {
+			return delivered{}, err
+		}
+		pr := &PullRequestState{State: string(prop.PullRequest.State), Merged: prop.Merged, Revision: prop.MergeCommit, MergedBy: prop.MergedBy}
+		if prop.Merged {
+			if pr.Revision == "" {
+				if pr.Revision, err = p.Git.CheckAccess(ctx, baseOpts(t)); err != nil {
+					return delivered{}, err
+				}
+			}
+			sync, serr := job.Sync, error(nil)
+			if job.MergedSync != nil {
+				sync, serr = job.MergedSync()
+			}
+			if serr == nil {
+				// A merge may carry a new sync file too.
+				p.Nudge(ctx, t, sync, true)
+			}
+			if job.DeleteMergedBranch {
+				p.deleteMergedBranch(ctx, t, job.Source, job.Head)
+			}
+		}
+		return delivered{PullRequest: pr}, nil
+	}
+	return delivered{}, nil
+}
+
+// headOf is the branch of the recorded pull request pr (nil: none).
+func headOf(pr *scribev1.PullRequestStatus) string {
+	if pr == nil {
+		return ""
+	}
+	return pr.Head
+}

@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLayering holds, for `go test` as depguard does for `make lint`
+// (.golangci.yml), the layering docs/DESIGN.md states ("Layout"): render
+// never imports the controller, a sink or client-go; the pure decision
+// files import no client, sink or render; publish and health never import
+// the controller. Test files may cross these lines.
+func TestLayering(t *testing.T) {
+	const mod = "github.com/scribe-gitops/scribe/"
+	for _, rule := range []struct {
+		files []string // globs from the repository root
+		deny  []string // import path prefixes
+		why   string
+	}{
+		{[]string{"render/*.go", "render/contract/*.go"},
+			[]string{mod + "controller", mod + "internal/publish", "k8s.io/client-go", "sigs.k8s.io/controller-runtime/pkg/cache", "sigs.k8s.io/controller-runtime/pkg/manager", "sigs.k8s.io/controller-runtime/pkg/client/apiutil"},
+			"render is a pure function of its input: it never reads the cluster, and never publishes"},
+		{[]string{"controller/decision.go", "controller/delivery.go", "controller/rollout.go", "controller/stages.go", "controller/pipeline.go"},
+			[]string{"sigs.k8s.io/controller-runtime", "k8s.io/client-go", mod + "internal/publish", mod + "render"},
+			"a pure decision file imports no client, sink or render"},
+		{[]string{"internal/publish/*.go", "internal/publish/*/*.go", "internal/health/*.go"},
+			[]string{mod + "controller"},
+			"publish and health sit below the controller"},
+	} {
+		n := 0
+		for _, glob := range rule.files {
+			files, err := filepath.Glob(filepath.Join("..", glob))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if strings.HasSuffix(f, "_test.go") {
+					continue
+				}
+				n++
+				parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, imp := range parsed.Imports {
+					p, _ := strconv.Unquote(imp.Path.Value)
+					for _, d := range rule.deny {
+						if p == d || strings.HasPrefix(p, d+"/") {
+							t.Errorf("%s imports %s: %s", filepath.ToSlash(f[len(".."+string(filepath.Separator)):]), p, rule.why)
+						}
+					}
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("no file matches %v", rule.files)
+		}
+	}
+}
