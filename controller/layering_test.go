@@ -3,6 +3,7 @@ package controller
 import (
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,6 +59,35 @@ func TestLayering(t *testing.T) {
 		}
 		if n == 0 {
 			t.Errorf("no file matches %v", rule.files)
+		}
+	}
+}
+
+// TestSinkKnowsNoGatewayAPI holds the other half of the layering: the
+// sinks read no object kind. The Gateway API's route weights a pull
+// request's description shows are read in the controller
+// (routeWeightChange) and handed to publish as data.
+func TestSinkKnowsNoGatewayAPI(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "internal", "publish", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := filepath.Glob(filepath.Join("..", "internal", "publish", "*", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(files, sub...) {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, word := range []string{"backendRefs", "gateway.networking.k8s.io", "HTTPRoute"} {
+			if strings.Contains(string(data), word) {
+				t.Errorf("%s mentions %s: the sink reads no object kind (docs/DESIGN.md, Layout)", filepath.ToSlash(f), word)
+			}
 		}
 	}
 }

@@ -314,7 +314,7 @@ func (p *Publisher) forgeFor(ctx context.Context, t *Target) (publish.PullReques
 	if err != nil {
 		return publish.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: err}
 	}
-	return publish.PullRequestOptions{Base: pr.Base, Forge: c}, nil
+	return publish.PullRequestOptions{Base: pr.Base, Forge: c, Weights: routeWeightChange}, nil
 }
 
 // Propose opens or updates the pull request for the change.

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 
 	"github.com/scribe-gitops/scribe/internal/health"
 	"github.com/scribe-gitops/scribe/render"
@@ -80,4 +83,76 @@ func (r *WorkloadReconciler) routes(ctx context.Context, b *render.Bundle) healt
 		return vs[0]
 	}
 	return health.Aggregate(vs...)
+}
+
+// routeWeightChange compares the backend weights of two versions of an
+// HTTPRoute (or any object with spec.rules[].backendRefs[]): one entry per
+// backend whose weight changed, "name before → after" ("-" for absent).
+// A pull request's description shows them (publish.WeightsFunc), so the
+// Gateway API is read here, beside the route read-back, and not in the
+// sink.
+func routeWeightChange(before, after []byte) []string {
+	a, b := backendWeights(before), backendWeights(after)
+	if a == nil && b == nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for n := range a {
+		names[n] = true
+	}
+	for n := range b {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	var out []string
+	for _, n := range sorted {
+		x, okx := a[n]
+		y, oky := b[n]
+		if okx && oky && x == y {
+			continue
+		}
+		show := func(v string, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return v
+		}
+		out = append(out, fmt.Sprintf("%s %s → %s", n, show(x, okx), show(y, oky)))
+	}
+	return out
+}
+
+// backendWeights reads spec.rules[].backendRefs[] as name → weight.
+func backendWeights(doc []byte) map[string]string {
+	var route struct {
+		Spec struct {
+			Rules []struct {
+				BackendRefs []struct {
+					Name   string `json:"name"`
+					Weight *int64 `json:"weight"`
+				} `json:"backendRefs"`
+			} `json:"rules"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(doc, &route); err != nil {
+		return nil
+	}
+	var out map[string]string
+	for _, r := range route.Spec.Rules {
+		for _, br := range r.BackendRefs {
+			if out == nil {
+				out = map[string]string{}
+			}
+			w := "1" // Gateway API's default weight
+			if br.Weight != nil {
+				w = fmt.Sprint(*br.Weight)
+			}
+			out[br.Name] = w
+		}
+	}
+	return out
 }

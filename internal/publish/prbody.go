@@ -23,6 +23,12 @@ import (
 // margin leaves room for a forge's own additions.
 const MaxProposalBody = 60000
 
+// WeightsFunc reads how a changed object's traffic weights moved between
+// two versions of its YAML document, one line per backend ("web-v1 90 →
+// 50"); nil when the object carries none. The controller supplies it (the
+// Workload's route knowledge lives there), so the sink parses no kind.
+type WeightsFunc func(before, after []byte) []string
+
 // ObjectChange is one rendered object a proposal adds, changes or
 // removes.
 type ObjectChange struct {
@@ -32,8 +38,9 @@ type ObjectChange struct {
 	Kind, Namespace, Name string
 	// File is the repository path of the file holding it.
 	File string
-	// Weights, for an HTTPRoute, are its backends' weights before and
-	// after: "web-v1 90 → 50".
+	// Weights are lines saying how the object's traffic weights moved,
+	// "web-v1 90 → 50", as PullRequestOptions.Weights read them from its
+	// two versions; the sink knows no object kind.
 	Weights []string
 }
 
@@ -147,7 +154,7 @@ func (p ProposalBody) render(rows int, evidence string) string {
 // that differ between two trees, by identity: a file's documents are
 // parsed, so a moved or reformatted object is "changed" only when its
 // content changed.
-func objectDiff(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, dir string) ([]ObjectChange, error) {
+func objectDiff(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, dir string, weights WeightsFunc) ([]ObjectChange, error) {
 	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
 	before, err := treeObjects(src, oldTree, dir)
 	if err != nil {
@@ -164,7 +171,11 @@ func objectDiff(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumb
 		case !ok:
 			out = append(out, ObjectChange{Op: "added", Kind: id.kind, Namespace: id.namespace, Name: id.name, File: a.file})
 		case !bytes.Equal(a.doc, b.doc):
-			out = append(out, ObjectChange{Op: "changed", Kind: id.kind, Namespace: id.namespace, Name: id.name, File: a.file, Weights: weightChange(b.doc, a.doc)})
+			o := ObjectChange{Op: "changed", Kind: id.kind, Namespace: id.namespace, Name: id.name, File: a.file}
+			if weights != nil {
+				o.Weights = weights(b.doc, a.doc)
+			}
+			out = append(out, o)
 		}
 	}
 	for id, b := range before {
@@ -272,75 +283,6 @@ func splitDocs(data []byte) [][]byte {
 	for _, d := range docs {
 		if len(bytes.TrimSpace(d.Data)) > 0 {
 			out = append(out, d.Data)
-		}
-	}
-	return out
-}
-
-// weightChange compares the backend weights of two versions of an
-// HTTPRoute (or any object with spec.rules[].backendRefs[]): one entry per
-// backend whose weight changed, "name before → after" ("-" for absent).
-func weightChange(before, after []byte) []string {
-	a, b := backendWeights(before), backendWeights(after)
-	if a == nil && b == nil {
-		return nil
-	}
-	names := map[string]bool{}
-	for n := range a {
-		names[n] = true
-	}
-	for n := range b {
-		names[n] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	var out []string
-	for _, n := range sorted {
-		x, okx := a[n]
-		y, oky := b[n]
-		if okx && oky && x == y {
-			continue
-		}
-		show := func(v string, ok bool) string {
-			if !ok {
-				return "-"
-			}
-			return v
-		}
-		out = append(out, fmt.Sprintf("%s %s → %s", n, show(x, okx), show(y, oky)))
-	}
-	return out
-}
-
-// backendWeights reads spec.rules[].backendRefs[] as name → weight.
-func backendWeights(doc []byte) map[string]string {
-	var route struct {
-		Spec struct {
-			Rules []struct {
-				BackendRefs []struct {
-					Name   string `json:"name"`
-					Weight *int64 `json:"weight"`
-				} `json:"backendRefs"`
-			} `json:"rules"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(doc, &route); err != nil {
-		return nil
-	}
-	var out map[string]string
-	for _, r := range route.Spec.Rules {
-		for _, br := range r.BackendRefs {
-			if out == nil {
-				out = map[string]string{}
-			}
-			w := "1" // Gateway API's default weight
-			if br.Weight != nil {
-				w = fmt.Sprint(*br.Weight)
-			}
-			out[br.Name] = w
 		}
 	}
 	return out

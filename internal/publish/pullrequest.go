@@ -22,6 +22,9 @@ type PullRequestOptions struct {
 	Base string
 	// Forge opens, updates and reads pull requests.
 	Forge forge.Client
+	// Weights, when set, fills the description's weight lines of each
+	// changed object (see WeightsFunc); none without it.
+	Weights WeightsFunc
 }
 
 // Proposal is the state of one custom resource's pull request.
@@ -132,7 +135,7 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 				return Proposal{}, "", "", err
 			}
 			title := strings.SplitN(msg, "\n", 2)[0]
-			diff, err := objectDiff(st, objs, baseTree, newTree, edits[0].dir())
+			diff, err := objectDiff(st, objs, baseTree, newTree, edits[0].dir(), pr.Weights)
 			if err != nil {
 				return Proposal{}, "", "", st.corrupt(err)
 			}
