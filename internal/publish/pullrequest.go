@@ -2,7 +2,6 @@ package publish
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -84,108 +83,92 @@ func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOption
 	}
 
 	var prop Proposal
-	var title, body string
+	var req forge.Request
 	err = ls.do(ctx, s.opts.Auth, func(ctx context.Context, st *gitStore) error {
 		var err error
-		prop, title, body, err = func() (Proposal, string, string, error) {
-			sess, ar, err := st.remoteRefs(ctx)
-			if err != nil {
-				return Proposal{}, "", "", err
-			}
-			defer func() { _ = sess.Close() }()
-			baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
-			if baseTip.IsZero() {
-				return Proposal{}, "", "", &Error{Reason: ReasonNotFound, Op: "propose to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("base branch %q does not exist", base)}
-			}
-			headRef := plumbing.NewBranchReferenceName(branch)
-			headTip := refHash(ar, headRef)
-			tips, err := st.ensure(ctx, map[string]plumbing.Hash{base: baseTip, branch: headTip})
-			if err != nil {
-				return Proposal{}, "", "", err
-			}
-			baseTip = tips[base]
-			edits := []pathChange{{Change: change, RepoPath: s.opts.Path}}
-			objs := &memory.NewStorage().ObjectStorage
-			baseTree, err := st.rootTree(baseTip)
-			if err != nil {
-				return Proposal{}, "", "", err
-			}
-			rejected, err := collisions(layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}, &g.ids, baseTree, edits, st.display)
-			if err != nil {
-				return Proposal{}, "", "", st.corrupt(err)
-			}
-			if err := rejected[0]; err != nil {
-				return Proposal{}, "", "", err
-			}
-			newTree, err := graft(st, objs, baseTree, edits, s.opts.SyncIndex)
-			if err != nil {
-				return Proposal{}, "", "", fmt.Errorf("propose to %s: %w", redactURL(s.opts.URL), err)
-			}
-			prop := Proposal{Branch: branch}
-			changed, _, err := changedOwners(st, objs, baseTree, newTree, edits)
-			if err != nil {
-				return Proposal{}, "", "", err
-			}
-			if len(changed) == 0 {
-				prop.UpToDate = true
-				return prop, "", "", nil
-			}
-			msg, err := s.message(base, edits, changed)
-			if err != nil {
-				return Proposal{}, "", "", err
-			}
-			title := strings.SplitN(msg, "\n", 2)[0]
-			diff, err := objectDiff(st, objs, baseTree, newTree, edits[0].dir(), pr.Weights)
-			if err != nil {
-				return Proposal{}, "", "", st.corrupt(err)
-			}
-			body := proposalBody(change, base, edits[0].dir(), diff, evidence)
-
-			if !headTip.IsZero() {
-				hc, err := object.GetCommit(st.repo.Storer, tips[branch])
-				if err != nil {
-					return Proposal{}, "", "", fmt.Errorf("propose to %s: read %s: %w", redactURL(s.opts.URL), branch, err)
-				}
-				// The lease: Scribe replaces only its own commit. A commit someone
-				// else pushed onto the branch is kept, and the proposal stops.
-				if !scribeWrote(hc, change.Source) {
-					return Proposal{}, "", "", &Error{Reason: ReasonConflict, Op: "propose to", URL: redactURL(s.opts.URL),
-						Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
-						Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
-				}
-				// The branch already holds this content on this base: keep it.
-				if hc.TreeHash == newTree && len(hc.ParentHashes) == 1 && hc.ParentHashes[0] == baseTip {
-					prop.Head = hc.Hash.String()
-					return prop, title, body, nil
-				}
-			}
-			commit, err := writeCommit(objs, s.opts.Author, s.opts.Signer, newTree, []plumbing.Hash{baseTip}, msg)
-			if err != nil {
-				return Proposal{}, "", "", err
-			}
-			pack, err := st.push(ctx, sess, ar, objs, headRef, headTip, commit)
-			if err != nil {
-				var rej *pushRejectedError
-				if errors.As(err, &rej) {
-					return Proposal{}, "", "", st.classifyRejection(ctx, rej, headRef, headTip)
-				}
-				return Proposal{}, "", "", err
-			}
-			st.keep(pack, branch, commit)
-			prop.Head, prop.Pushed = commit.String(), true
-			return prop, title, body, nil
-		}()
+		prop, req, err = s.proposeInCache(ctx, st, base, branch, change, evidence, pr.Weights)
 		return err
 	})
 	if err != nil || prop.UpToDate {
 		return prop, err
 	}
-	p, err := pr.Forge.Ensure(ctx, forge.Request{Head: branch, Base: base, Title: title, Body: body})
+	p, err := pr.Forge.Ensure(ctx, req)
 	if err != nil {
 		return prop, fmt.Errorf("propose %s: %w", ObjectRef(change.Source), err)
 	}
 	prop.PullRequest = p
 	return prop, nil
+}
+
+// proposeInCache moves the pull-request branch to the draft of change on
+// base's tip (buildDraft, commitPush: the commit path's steps) and returns
+// the forge request that proposes it. The branch is left as it is when it
+// already holds this content on this base, and never moved off a commit
+// Scribe did not write (the lease, scribeWrote).
+func (s *gitSink) proposeInCache(ctx context.Context, st *gitStore, base, branch string, change Change, evidence string, weights WeightsFunc) (Proposal, forge.Request, error) {
+	sess, ar, err := st.remoteRefs(ctx)
+	if err != nil {
+		return Proposal{}, forge.Request{}, err
+	}
+	defer func() { _ = sess.Close() }()
+	baseTip := refHash(ar, plumbing.NewBranchReferenceName(base))
+	if baseTip.IsZero() {
+		return Proposal{}, forge.Request{}, &Error{Reason: ReasonNotFound, Op: "propose to", URL: redactURL(s.opts.URL), Err: fmt.Errorf("base branch %q does not exist", base)}
+	}
+	headRef := plumbing.NewBranchReferenceName(branch)
+	headTip := refHash(ar, headRef)
+	tips, err := st.ensure(ctx, map[string]plumbing.Hash{base: baseTip, branch: headTip})
+	if err != nil {
+		return Proposal{}, forge.Request{}, err
+	}
+	baseTip = tips[base]
+	d, err := s.buildDraft(st, base, baseTip, []pathChange{{Change: change, RepoPath: s.opts.Path}})
+	if err != nil {
+		return Proposal{}, forge.Request{}, err
+	}
+	if err := d.rejected[0]; err != nil {
+		return Proposal{}, forge.Request{}, err
+	}
+	prop := Proposal{Branch: branch}
+	if len(d.changed) == 0 {
+		prop.UpToDate = true
+		return prop, forge.Request{}, nil
+	}
+	msg, err := d.message()
+	if err != nil {
+		return Proposal{}, forge.Request{}, err
+	}
+	dir := d.edits[0].dir()
+	diff, err := objectDiff(st, d.objs, d.oldTree, d.newTree, dir, weights)
+	if err != nil {
+		return Proposal{}, forge.Request{}, st.corrupt(err)
+	}
+	req := forge.Request{Head: branch, Base: base, Title: strings.SplitN(msg, "\n", 2)[0], Body: proposalBody(change, base, dir, diff, evidence)}
+
+	if !headTip.IsZero() {
+		hc, err := object.GetCommit(st.repo.Storer, tips[branch])
+		if err != nil {
+			return Proposal{}, forge.Request{}, fmt.Errorf("propose to %s: read %s: %w", redactURL(s.opts.URL), branch, err)
+		}
+		// The lease: Scribe replaces only its own commit. A commit someone
+		// else pushed onto the branch is kept, and the proposal stops.
+		if !scribeWrote(hc, change.Source) {
+			return Proposal{}, forge.Request{}, &Error{Reason: ReasonConflict, Op: "propose to", URL: redactURL(s.opts.URL),
+				Err:  fmt.Errorf("branch %s is at %s, a commit Scribe did not write", branch, hc.Hash.String()[:12]),
+				Hint: "someone pushed to Scribe's pull-request branch; merge or close the pull request, or delete the branch"}
+		}
+		// The branch already holds this content on this base: keep it.
+		if hc.TreeHash == d.newTree && len(hc.ParentHashes) == 1 && hc.ParentHashes[0] == baseTip {
+			prop.Head = hc.Hash.String()
+			return prop, req, nil
+		}
+	}
+	commit, err := d.commitPush(ctx, st, sess, ar, "propose to", headRef, headTip, []plumbing.Hash{baseTip}, msg)
+	if err != nil {
+		return Proposal{}, forge.Request{}, err
+	}
+	prop.Head, prop.Pushed = commit.String(), true
+	return prop, req, nil
 }
 
 // scribeWrote says whether c is a commit Scribe wrote for src, as it wrote
