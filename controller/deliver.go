@@ -29,8 +29,6 @@ type deliveryJob struct {
 	// MergedSync names the applier object to nudge after a merge (nil:
 	// Sync); an error leaves it alone.
 	MergedSync func() (scribev1.ObjectIdentity, error)
-	// DeleteMergedBranch deletes the pull request's branch after its merge.
-	DeleteMergedBranch bool
 }
 
 // delivered is what one delivery action showed.
@@ -89,9 +87,11 @@ func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deli
 				// A merge may carry a new sync file too.
 				p.Nudge(ctx, t, sync, true)
 			}
-			if job.DeleteMergedBranch {
-				p.deleteMergedBranch(ctx, t, job.Source, job.Head)
-			}
+			// Every kind's merged branch is deleted, by one rule: only
+			// Scribe's own commit, or one the base holds (a foreign
+			// commit nobody merged is kept). A next proposal pushes it
+			// again on the base's tip.
+			p.deleteMergedBranch(ctx, t, job.Source, job.Head)
 		}
 		return delivered{PullRequest: pr}, nil
 	}

@@ -222,8 +222,6 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 				Workflow: workflowOf(bundle), Runs: runsOf(bundle),
 			}
 		case ExperimentCommit, ExperimentPropose, ExperimentReadPullRequest:
-			// The merged branch of a stage is kept: the next stage's
-			// proposal moves it.
 			job := deliveryJob{Target: t, Source: src, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
 			if act.Kind == ExperimentPropose {
 				job.Evidence = stageEvidence(e)

@@ -1410,6 +1410,9 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	if e.Status.Revision != merge1 {
 		t.Fatalf("stage 1 recorded as %s, want the merge %s", e.Status.Revision, merge1)
 	}
+	// The merged branch is deleted, as a Workload's is; the next stage
+	// pushes it again.
+	f.waitBranchGone(t, branch)
 
 	// Stage 2 only after stage 1's merge is applied.
 	f.holdsPhase(t, name, scribev1.ExperimentProvisioning, time.Second)
@@ -1432,6 +1435,7 @@ func TestExperimentPullRequestModeProposesEachStage(t *testing.T) {
 	if e.Status.Revision != merge2 {
 		t.Fatalf("stage 2 recorded as %s, want the merge %s", e.Status.Revision, merge2)
 	}
+	f.waitBranchGone(t, branch)
 	f.playFlux(t, ks, merge2, true, "", "")
 	f.playComponent(t, name, true, "", "")
 	// Stages 3 and 4 add nothing without a workflow: already on the branch,

@@ -431,6 +431,22 @@ func (f *fixture) head(t *testing.T) string {
 	return publishtest.Git(t, "", "--git-dir", f.srv.BareDir(repoName), "rev-parse", "refs/heads/main")
 }
 
+// waitBranchGone waits until branch is no longer on the git server.
+func (f *fixture) waitBranchGone(t *testing.T, branch string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir(repoName), "rev-parse", "--verify", "--quiet", "refs/heads/"+branch)
+		if err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("branch %s is still on the git server after its merge", branch)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // commitMessage is the full message of a commit on the git server.
 func (f *fixture) commitMessage(t *testing.T, commit string) (string, error) {
 	t.Helper()
