@@ -64,8 +64,8 @@ func TestLayering(t *testing.T) {
 }
 
 // TestSinkKnowsNoGatewayAPI holds the other half of the layering: the
-// sinks read no object kind. The Gateway API's route weights a pull
-// request's description shows are read in the controller
+// sinks know no particular kind of object. The Gateway API's route
+// weights a pull request's description shows are read in the controller
 // (routeWeightChange) and handed to publish as data.
 func TestSinkKnowsNoGatewayAPI(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "internal", "publish", "*.go"))
@@ -86,7 +86,7 @@ func TestSinkKnowsNoGatewayAPI(t *testing.T) {
 		}
 		for _, word := range []string{"backendRefs", "gateway.networking.k8s.io", "HTTPRoute"} {
 			if strings.Contains(string(data), word) {
-				t.Errorf("%s mentions %s: the sink reads no object kind (docs/DESIGN.md, Layout)", filepath.ToSlash(f), word)
+				t.Errorf("%s mentions %s: the sink knows no particular kind (docs/DESIGN.md, Layout)", filepath.ToSlash(f), word)
 			}
 		}
 	}

@@ -26,7 +26,8 @@ const MaxProposalBody = 60000
 // WeightsFunc reads how a changed object's traffic weights moved between
 // two versions of its YAML document, one line per backend ("web-v1 90 →
 // 50"); nil when the object carries none. The controller supplies it (the
-// Workload's route knowledge lives there), so the sink parses no kind.
+// Workload's route knowledge lives there), so the sink knows no particular
+// kind of object.
 type WeightsFunc func(before, after []byte) []string
 
 // ObjectChange is one rendered object a proposal adds, changes or
@@ -40,7 +41,7 @@ type ObjectChange struct {
 	File string
 	// Weights are lines saying how the object's traffic weights moved,
 	// "web-v1 90 → 50", as PullRequestOptions.Weights read them from its
-	// two versions; the sink knows no object kind.
+	// two versions; the sink knows no particular kind of object.
 	Weights []string
 }
 
