@@ -51,6 +51,7 @@ func controlPlane(t *testing.T, projects ...string) *cluster {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed CRD install leaves the control plane running
 		t.Fatalf("start kube-apiserver: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })

@@ -353,6 +353,7 @@ func TestDefaultPassesServerSideDryRunApply(t *testing.T) {
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed CRD install leaves the control plane running
 		t.Fatalf("start kube-apiserver: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })

@@ -5,6 +5,8 @@ package controller_test
 // scenario walks several stages.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -822,8 +824,9 @@ func TestExperimentTestkubeEvaluationIsCommittedLastAndDecidesTheOutcome(t *test
 			}
 			dir := "clusters/dev/" + f.ns + "/experiment/" + name + "/"
 			// The Testkube objects are in Testkube's namespace, named
-			// after the Experiment's namespace and name.
-			tk := f.ns + "-" + name
+			// after the Experiment's namespace and name and a hash of both.
+			sum := sha256.Sum256([]byte(f.ns + "/" + name))
+			tk := f.ns + "-" + name + "-" + hex.EncodeToString(sum[:])[:8]
 			ks := kustomizationName("Experiment", f.ns, name)
 			rev1 := f.applyStage(t, name, scribev1.StageClusters)
 			rev2 := f.applyStage(t, name, scribev1.StageComponents)

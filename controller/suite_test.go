@@ -75,6 +75,8 @@ func testEnv(t testing.TB) *env {
 		}
 		cfg, err := e.Start()
 		if err != nil {
+			// A failed CRD install leaves the control plane running.
+			_ = e.Stop()
 			envErr = err
 			return
 		}

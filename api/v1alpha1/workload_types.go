@@ -439,7 +439,7 @@ type Check struct {
 	// info, query or fragment (`/api/v1/query` is appended). The controller
 	// never queries a link-local address and follows no redirect.
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[hH][tT][tT][pP][sS]?://[^/?#@\\\\s]+(/[^?#\\\\s]*)?$')",message="address must be an http(s) base URL without user info, query or fragment, such as http://prometheus.monitoring:9090"
+	// +kubebuilder:validation:Pattern=`^[hH][tT][tT][pP][sS]?://[^/?#@\s]+(/[^?#\s]*)?$`
 	// +optional
 	Address string `json:"address,omitempty"`
 	// Query in PromQL, run as an instant query (GET /api/v1/query) at each

@@ -54,6 +54,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed CRD install leaves the control plane running
 		b.Fatalf("start kube-apiserver: %v", err)
 	}
 	b.Cleanup(func() { _ = env.Stop() })

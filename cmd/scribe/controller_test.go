@@ -153,6 +153,7 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 3 * time.Minute}} // a loaded CI machine is slow to serve them
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed CRD install leaves the control plane running
 		t.Fatalf("start kube-apiserver: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })

@@ -59,12 +59,12 @@ func (s *Stack) ApplierSpec() scribev1.ApplierSpec {
 // SyncObject is where the applier object of a custom resource of kind
 // ("workload", "experiment") lives: the Flux Kustomization in flux-system,
 // or the Argo CD Application in the custom resource's own namespace.
-// Named <kind>-<ns>-<name>: a Flux name over 63 characters is shortened
+// Named <kind>.<ns>.<name>: a Flux name over 63 characters is shortened
 // with a hash (templates/sync), which this does not do: the tests' names
 // are short (TestLoopFluxAppliesAWorkloadWhoseSyncNameWouldBeNoLabelValue
 // finds its Kustomization by the scribe.dev labels).
 func (s *Stack) SyncObject(kind, ns, name string) types.NamespacedName {
-	obj := kind + "-" + ns + "-" + name
+	obj := kind + "." + ns + "." + name
 	if s.Applier == scribev1.ApplierArgoCD {
 		return types.NamespacedName{Namespace: ns, Name: obj}
 	}
