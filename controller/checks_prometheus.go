@@ -207,14 +207,19 @@ func queryError(err error) string {
 // remoteText is at most maxRemoteText bytes of s, quoted so that no
 // newline, control character or markup passes as Scribe's own text.
 func remoteText(s string) string {
-	if len(s) > maxRemoteText {
-		cut := maxRemoteText
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+	return strconv.Quote(cutUTF8(s, maxRemoteText))
+}
+
+// cutUTF8 is s cut to at most n bytes on a character boundary, ending in
+// "…" when it was cut.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return strconv.Quote(s)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // boundMessage keeps a check's message to maxCheckMessage bytes on one line.
@@ -228,12 +233,5 @@ func boundMessage(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) <= maxCheckMessage {
-		return s
-	}
-	cut := maxCheckMessage
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return cutUTF8(s, maxCheckMessage)
 }

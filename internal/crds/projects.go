@@ -138,6 +138,22 @@ func Projects() []Project {
 			Kinds: []string{"HTTPRoute", "Gateway", "GatewayClass", "GRPCRoute", "ReferenceGrant"},
 		},
 		{
+			// The rest of the same standard channel, which Scribe renders
+			// nothing for but a Gateway API data plane watches (Traefik's
+			// provider waits for their informers). Offline mirrors carry
+			// only what Scribe renders, so this folder is looked for apart
+			// from "gateway-api" and, when absent, read from the module.
+			Name: "gateway-api-dataplane", Mirror: "gateway-api-dataplane",
+			Upstream: "github.com/kubernetes-sigs/gateway-api", Version: "v1.6.3",
+			Module: "sigs.k8s.io/gateway-api", Sum: "h1:lKpJa5bGlraC/QeACvCpsHLdmO6y0iKfzVl6gzaFEYc=",
+			Path: "config/crd/standard",
+			Files: []string{
+				"gateway.networking.k8s.io_backendtlspolicies.yaml",
+				"gateway.networking.k8s.io_tlsroutes.yaml",
+			},
+			Kinds: []string{"BackendTLSPolicy", "TLSRoute"},
+		},
+		{
 			Name: "cluster-api", Mirror: "cluster-api",
 			Upstream: "github.com/kubernetes-sigs/cluster-api", Version: "v1.14.2",
 			Module: "sigs.k8s.io/cluster-api", Sum: "h1:o3GFNaeNFAOEEMpDPfhCK+2CjmV6gtQ8yLEcUwCg7bA=",

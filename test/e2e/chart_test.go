@@ -43,7 +43,6 @@ func TestLoopChartInstallsUpgradesAndUninstallsWithTheControllerRunning(t *testi
 		t.Fatal(err)
 	}
 	w := canaryWorkload(ns)
-	w.Spec.Traffic = nil
 	if err := s.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}

@@ -318,15 +318,15 @@ func (s *Stack) start(t testing.TB) error {
 		// Flux's CRDs, from the controllers' modules.
 		gatewayAPI = append(gatewayAPI, filepath.Join(loop, "crds"))
 	}
-	if s.Node != nil && !s.controlPlaneOnly && len(gatewayAPI) > 0 {
+	if s.Node != nil && !s.controlPlaneOnly {
 		// Traefik's provider also watches BackendTLSPolicies and
-		// TLSRoutes: the rest of the same standard channel.
-		dir := filepath.Dir(gatewayAPI[0])
-		for _, f := range []string{"gateway.networking.k8s.io_backendtlspolicies.yaml", "gateway.networking.k8s.io_tlsroutes.yaml"} {
-			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-				gatewayAPI = append(gatewayAPI, filepath.Join(dir, f))
-			}
+		// TLSRoutes (the rest of the same standard channel) and programs
+		// no Gateway until their informers have synced.
+		dataPlane, err := crds.Files(context.Background(), "gateway-api-dataplane")
+		if err != nil {
+			return err
 		}
+		gatewayAPI = append(gatewayAPI, dataPlane...)
 	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: cp,
