@@ -45,6 +45,9 @@ func TestClassifyMapsEachErrorToOneReasonRequeueAndStall(t *testing.T) {
 		{"an invalid catalog stalls", tagged(ReasonCatalogInvalid), ReasonCatalogInvalid, stalled, 30 * time.Second},
 		{"an object another custom resource publishes stalls", publishErr(publish.ReasonObjectConflict), string(publish.ReasonObjectConflict), stalled, 30 * time.Second},
 		{"a sync index Scribe did not write stalls", publishErr(publish.ReasonSyncIndexConflict), string(publish.ReasonSyncIndexConflict), stalled, 30 * time.Second},
+		{"asking for more than the TenantPolicy grants stalls", tagged(ReasonNotPermitted), ReasonNotPermitted, stalled, 30 * time.Second},
+		{"two policies for one namespace stall", tagged(ReasonPolicyConflict), ReasonPolicyConflict, stalled, 30 * time.Second},
+		{"a Secret not bound to the URL stalls", tagged(ReasonCredentialNotBound), ReasonCredentialNotBound, stalled, 30 * time.Second},
 		// A dependency on its way.
 		{"a Repository not ready yet waits", tagged(ReasonRepositoryNotReady), ReasonRepositoryNotReady, waiting, 5 * time.Second},
 		{"a catalog not ready yet waits", tagged(ReasonCatalogNotReady), ReasonCatalogNotReady, waiting, 5 * time.Second},

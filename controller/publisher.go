@@ -11,6 +11,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -306,7 +307,11 @@ func (p *Publisher) SyncGone(ctx context.Context, t *Target, sync scribev1.Objec
 // the token is the "token" key of its Secret.
 func (p *Publisher) forgeFor(ctx context.Context, t *Target) (publish.PullRequestOptions, error) {
 	pr := t.Repo.Spec.Git.PullRequest
-	s, err := p.Resolver.Secret(ctx, t.Repo.Namespace, pr.SecretRef.Name)
+	api, err := forge.APIURL(pr.Provider, t.Repo.Spec.Git.URL, pr.APIURL)
+	if err != nil {
+		return publish.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.pullRequest: %w", err)}
+	}
+	s, err := p.Resolver.Secret(ctx, t.Repo.Namespace, pr.SecretRef.Name, api, "spec.git.pullRequest.secretRef")
 	if err != nil {
 		return publish.PullRequestOptions{}, err
 	}

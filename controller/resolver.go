@@ -38,6 +38,8 @@ type Target struct {
 	// Engine renders for this Repository; nil means the Publisher's
 	// built-in one (see EngineFor for a Repository with a user catalog).
 	Engine *render.Engine
+	// Grant is what the Repository's namespace's TenantPolicy lets it use.
+	Grant Grant
 	// CatalogSource is where the Repository's catalog is published
 	// (spec.catalog and its Flux source), set by EngineFor; nil without
 	// spec.catalog. Built-in entries' manifests are delivered from it.
@@ -63,6 +65,10 @@ type Resolver struct {
 	// Watched are the namespaces the manager's cache holds
 	// (--watch-namespaces); empty means all.
 	Watched []string
+	// ApplierNamespaces are where a Repository of a namespace that no
+	// TenantPolicy selects may put its sync objects (--applier-namespaces);
+	// nil means DefaultApplierNamespaces.
+	ApplierNamespaces []string
 
 	mu  sync.Mutex
 	oci map[string]*ocisink.Sink // by URL and credentials
@@ -120,13 +126,21 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 			"spec.applier.namespace %q is not among the namespaces this controller watches (--watch-namespaces %s): add it, since Scribe reads the applier's objects there",
 			in.Applier.Namespace, strings.Join(r.Watched, ","))}
 	}
-	// Flux's multi-tenancy lockdown: the rendered Kustomizations and
-	// HelmReleases apply as this service account (Argo CD has none).
-	if in.Applier.Kind == scribev1.ApplierFlux {
-		in.Applier.ServiceAccountName = repo.Spec.Applier.ServiceAccountName
+	// What widens a tenant's commits comes from the platform's
+	// TenantPolicy, narrowed by the Repository.
+	grant, err := r.grant(ctx, repo)
+	if err != nil {
+		return nil, err
 	}
-	in.AllowedNamespaces = repo.Spec.AllowedNamespaces
-	var err error
+	t.Grant = grant
+	// Flux's multi-tenancy lockdown: the rendered Kustomizations and
+	// HelmReleases apply as the policy's service account (Argo CD has
+	// none).
+	if in.Applier.Kind == scribev1.ApplierFlux {
+		in.Applier.ServiceAccountName = grant.ServiceAccountName
+	}
+	in.AllowedNamespaces = grant.AllowedNamespaces
+	in.ClusterResources = grant.ClusterResources
 	switch {
 	case repo.Spec.Git != nil:
 		err = r.gitSink(ctx, repo, t, &in)
@@ -136,6 +150,16 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 		err = &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s has neither git nor oci", repo.Namespace, repo.Name)}
 	}
 	if err != nil {
+		return nil, err
+	}
+	remote := ""
+	switch {
+	case repo.Spec.Git != nil:
+		remote = repo.Spec.Git.URL
+	case repo.Spec.OCI != nil:
+		remote = repo.Spec.OCI.URL
+	}
+	if err := r.checkOwnSource(ctx, repo, in.Applier, remote); err != nil {
 		return nil, err
 	}
 	t.Input = in
@@ -165,7 +189,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	}
 	var data map[string][]byte
 	if g.SecretRef != nil {
-		s, rv, err := r.secretWithVersion(ctx, repo.Namespace, g.SecretRef.Name)
+		s, rv, err := r.secretWithVersion(ctx, repo.Namespace, g.SecretRef.Name, g.URL, "spec.git.secretRef")
 		if err != nil {
 			return err
 		}
@@ -178,7 +202,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	}
 	opts.Auth = auth
 	if g.Signing != nil {
-		s, rv, err := r.secretWithVersion(ctx, repo.Namespace, g.Signing.SecretRef.Name)
+		s, rv, err := r.secretWithVersion(ctx, repo.Namespace, g.Signing.SecretRef.Name, g.URL, "spec.git.signing.secretRef")
 		if err != nil {
 			return err
 		}
@@ -201,6 +225,9 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	if in.Applier.Kind == scribev1.ApplierFlux {
 		fs, err := r.fluxSource(ctx, in.Applier.Namespace, in.Applier.Name)
 		if err != nil {
+			return err
+		}
+		if err := ownSource(repo, "Flux GitRepository", in.Applier.Namespace, in.Applier.Name, []string{fs.URL}, g.URL); err != nil {
 			return err
 		}
 		in.Applier.FluxSource = fs
@@ -247,7 +274,7 @@ func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t 
 	}
 	var cfg []byte
 	if o.SecretRef != nil {
-		s, err := r.Secret(ctx, repo.Namespace, o.SecretRef.Name)
+		s, err := r.Secret(ctx, repo.Namespace, o.SecretRef.Name, o.URL, "spec.oci.secretRef")
 		if err != nil {
 			return err
 		}
@@ -284,20 +311,25 @@ func (r *Resolver) ociSink(opts ocisink.Options) (*ocisink.Sink, error) {
 	return s, nil
 }
 
-// Secret reads a Secret's data; a missing Secret fails with SecretNotFound.
-func (r *Resolver) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
-	data, _, err := r.secretWithVersion(ctx, namespace, name)
+// Secret reads the data of a Secret bound to url (CheckBound), which the
+// Repository field names; a missing Secret fails with SecretNotFound, an
+// unbound one with CredentialNotBound.
+func (r *Resolver) Secret(ctx context.Context, namespace, name, url, field string) (map[string][]byte, error) {
+	data, _, err := r.secretWithVersion(ctx, namespace, name, url, field)
 	return data, err
 }
 
-// secretWithVersion reads a Secret's data and resource version.
-func (r *Resolver) secretWithVersion(ctx context.Context, namespace, name string) (map[string][]byte, string, error) {
+// secretWithVersion is Secret, also returning the resource version.
+func (r *Resolver) secretWithVersion(ctx context.Context, namespace, name, url, field string) (map[string][]byte, string, error) {
 	s := &corev1.Secret{}
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, "", &reasonError{reason: ReasonSecretNotFound, err: fmt.Errorf("secret %s/%s not found", namespace, name)}
 		}
 		return nil, "", fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
+	}
+	if err := CheckBound(s, url, field); err != nil {
+		return nil, "", err
 	}
 	return s.Data, s.Namespace + "/" + s.Name + "@" + s.ResourceVersion, nil
 }

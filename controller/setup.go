@@ -95,6 +95,10 @@ type Options struct {
 	// Flux source in the Repository's own namespace (multi-tenancy, as
 	// Flux's --no-cross-namespace-refs).
 	NoCrossNamespaceRefs bool
+	// ApplierNamespaces are where the Repositories of namespaces that no
+	// TenantPolicy selects may put their sync objects; nil means
+	// DefaultApplierNamespaces.
+	ApplierNamespaces []string
 }
 
 // DefaultWatchedPoll is Options.WatchedPoll's default.
@@ -190,7 +194,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	p := &Publisher{
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
-		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git, Watched: opts.WatchNamespaces},
+		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git, Watched: opts.WatchNamespaces, ApplierNamespaces: opts.ApplierNamespaces},
 		Git:        git,
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,

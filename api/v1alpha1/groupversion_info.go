@@ -1,5 +1,6 @@
 // Package v1alpha1 contains the Scribe API: Repository, Experiment,
-// Workload and Pipeline custom resources of the scribe.dev group.
+// Workload and Pipeline custom resources of the scribe.dev group, and the
+// platform's cluster-scoped TenantPolicy.
 // +kubebuilder:object:generate=true
 // +groupName=scribe.dev
 package v1alpha1
@@ -20,6 +21,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		&Experiment{}, &ExperimentList{},
 		&Workload{}, &WorkloadList{},
 		&Pipeline{}, &PipelineList{},
+		&TenantPolicy{}, &TenantPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

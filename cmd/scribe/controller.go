@@ -53,6 +53,7 @@ type controllerFlags struct {
 	pollInterval            time.Duration
 	watchedPollInterval     time.Duration
 	noCrossNamespaceRefs    bool
+	applierNamespaces       []string
 	gcpProject              string
 	kubeconfig              string
 	kubeAPIQPS              float32
@@ -74,6 +75,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.watchNamespaces, "watch-namespaces", nil, "comma-separated namespaces to watch (default all); when set, it must include the applier's namespace (flux-system or argocd)")
 	fl.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "reconcile only custom resources matching this label selector, to shard across instances (e.g. "+controller.ShardLabel+"=shard1)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the Git caches (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/controller)")
+	fl.StringSliceVar(&f.applierNamespaces, "applier-namespaces", controller.DefaultApplierNamespaces(), "namespaces where the Repositories of namespaces that no TenantPolicy selects may put their sync objects (a TenantPolicy's spec.applier.namespaces replaces it for the namespaces it selects)")
 	fl.BoolVar(&f.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "refuse a Repository's spec.catalog that names a Flux source in another namespace (multi-tenancy, as in Flux)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
@@ -269,6 +271,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		// in-cluster Service; outside the cluster this host replaces it.
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
 		NoCrossNamespaceRefs: f.noCrossNamespaceRefs,
+		ApplierNamespaces:    f.applierNamespaces,
 	}); err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ type Publish struct {
 	// entry's namespace (the Repository's spec.allowedNamespaces). Render
 	// checks them; the templates do not read them.
 	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+	// ClusterResources are the cluster-scoped kinds an Experiment's Argo
+	// CD AppProject allows its components (the TenantPolicy's
+	// spec.clusterResources): none unless the platform grants them.
+	ClusterResources []scribev1.GroupKind `json:"clusterResources,omitempty"`
 	// SyncName is the name the custom resource's sync objects carry today,
 	// if any (the controller reads it from status, publish from the sync
 	// file). The templates keep it only when it is the name chart 0.2

@@ -191,3 +191,13 @@ func parseAPIURL(provider, raw string) (string, error) {
 	}
 	return s, nil
 }
+
+// APIURL returns the API root a Client for provider and the repository
+// repoURL talks to, apiURL if set: the URL its token is sent to.
+func APIURL(provider, repoURL, apiURL string) (string, error) {
+	ep, err := resolve(strings.ToLower(strings.TrimSpace(provider)), repoURL, apiURL)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", provider, err)
+	}
+	return ep.apiURL, nil
+}

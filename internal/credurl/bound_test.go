@@ -1,0 +1,71 @@
+package credurl
+
+import "testing"
+
+func TestWithinBindsACredentialToItsURLPrefixOnly(t *testing.T) {
+	cases := []struct {
+		name, prefix, url string
+		want              bool
+	}{
+		{"the prefix itself", "https://git.example.com/team-a", "https://git.example.com/team-a", true},
+		{"a repository below it", "https://git.example.com/team-a", "https://git.example.com/team-a/app.git", true},
+		{"a trailing slash on the prefix", "https://git.example.com/team-a/", "https://git.example.com/team-a/app.git", true},
+		{"the host only", "https://git.example.com", "https://git.example.com/any/repo", true},
+		{"host case is not a boundary", "https://GIT.example.com/team-a", "https://git.example.com/team-a/x", true},
+		{"a sibling that shares the prefix's letters", "https://git.example.com/team-a", "https://git.example.com/team-a-evil/app.git", false},
+		{"another host", "https://git.example.com/team-a", "https://evil.example.com/team-a/app.git", false},
+		{"a host that ends like it", "https://example.com", "https://git.example.com.evil.io/x", false},
+		{"another port", "https://git.example.com/team-a", "https://git.example.com:8443/team-a/app.git", false},
+		{"another scheme", "https://git.example.com/team-a", "http://git.example.com/team-a/app.git", false},
+		{"a dot-dot climb", "https://git.example.com/team-a", "https://git.example.com/team-a/../team-b/app.git", false},
+		{"an encoded dot-dot", "https://git.example.com/team-a", "https://git.example.com/team-a/%2e%2e/team-b", false},
+		{"an encoded slash", "https://git.example.com/team-a", "https://git.example.com/team-a%2f..%2fteam-b", false},
+		{"a query", "https://git.example.com/team-a", "https://git.example.com/team-a/app?x=1", false},
+		{"user info is not a boundary", "https://git.example.com/team-a", "https://bot@git.example.com/team-a/app", true},
+		{"an ssh login", "ssh://git@github.com/org", "ssh://git@github.com/org/repo.git", true},
+		{"the scp form", "ssh://git@github.com/org", "git@github.com:org/repo.git", true},
+		{"the scp form of another org", "ssh://git@github.com/org", "git@github.com:org2/repo.git", false},
+		{"not a URL", "https://git.example.com/team-a", "team-a/app", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Within(c.prefix, c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("Within(%q, %q) = %v, want %v", c.prefix, c.url, got, c.want)
+			}
+		})
+	}
+}
+
+func TestWithinRefusesAPrefixThatIsNotAURL(t *testing.T) {
+	for _, prefix := range []string{"", "team-a", "https://host/a?b=c", "https://host/a/../b"} {
+		if _, err := Within(prefix, "https://host/a"); err == nil {
+			t.Errorf("Within(%q, ...): want an error", prefix)
+		}
+	}
+}
+
+func TestSameRepositoryIgnoresSchemeLoginPortAndGitSuffix(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want bool
+	}{
+		{"https://github.com/org/repo", "https://github.com/org/repo.git", true},
+		{"https://github.com/org/repo", "ssh://git@github.com/org/repo.git", true},
+		{"https://github.com/org/repo", "git@github.com:org/repo.git", true},
+		{"http://127.0.0.1:3000/team/repo.git", "http://127.0.0.1:3000/team/repo.git/", true},
+		{"https://GitHub.com/Org/Repo", "https://github.com/org/repo", true},
+		{"https://github.com/org/repo", "https://github.com/org/other", false},
+		{"https://github.com/org/repo", "https://gitlab.com/org/repo", false},
+		{"https://github.com/org/repo", "https://github.com/org/repo/../other", false},
+		{"https://github.com/org/repo", "oops", false},
+	}
+	for _, c := range cases {
+		if got := SameRepository(c.a, c.b); got != c.want {
+			t.Errorf("SameRepository(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
