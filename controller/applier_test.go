@@ -11,6 +11,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,6 +38,8 @@ func applierClient(t *testing.T, objs ...client.Object) client.Client {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	mapper.Add(argoApplicationGVK(), meta.RESTScopeNamespace)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot)
+	mapper.Add(scribev1.GroupVersion.WithKind(scribev1.TenantPolicyKind), meta.RESTScopeRoot)
 	return fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).Build()
 }
 
@@ -238,7 +241,8 @@ func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
 	}
 }
 
-// The Target's render input carries the Repository's tenancy: its
+// The Target's render input carries the tenancy the namespace's
+// TenantPolicy grants and the Repository asks for: the policy's
 // serviceAccountName with Flux (Argo CD has none) and allowedNamespaces.
 func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 	const gitURL = "http://127.0.0.1:1/acme/experiments.git"
@@ -263,7 +267,14 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 		{"", render.Applier{Kind: "Flux", Namespace: "gitops", Name: "team", SourceKind: "OCIRepository", ServiceAccountName: "team-applier"}},
 		{scribev1.ApplierArgoCD, render.Applier{Kind: "ArgoCD", Namespace: "gitops", Name: "team", SourceKind: "GitRepository", RepoURL: gitURL, Revision: "main"}},
 	} {
-		r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+		// The platform's policy grants what the Repository asks for.
+		pol := &scribev1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team"}, Spec: scribev1.TenantPolicySpec{
+			NamespaceSelector:     metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "team"}},
+			DestinationNamespaces: []string{"cache"},
+			Applier:               &scribev1.TenantApplier{Namespaces: []string{"gitops"}, ServiceAccountName: "team-applier"},
+		}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"kubernetes.io/metadata.name": "team"}}}
+		r := &Resolver{Client: applierClient(t, pol, ns), Git: publish.NewGit(t.TempDir())}
 		tg, err := r.For(context.Background(), repo(tc.kind))
 		if err != nil {
 			t.Fatal(err)

@@ -222,7 +222,7 @@ func newFixture(t testing.TB) *fixture {
 	// The Flux GitRepository the Repository names: each CR's own source
 	// copies how Flux reaches the repository from it.
 	gr := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
-		Spec: sourcev1.GitRepositorySpec{URL: "http://git.flux-system.svc/acme/experiments.git", Interval: metav1.Duration{Duration: time.Minute},
+		Spec: sourcev1.GitRepositorySpec{URL: "http://git.flux-system.svc/" + repoName + ".git", Interval: metav1.Duration{Duration: time.Minute},
 			SecretRef: &meta.LocalObjectReference{Name: "flux-git"}}}
 	if err := e.c.Create(ctx, gr); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -24,7 +24,9 @@ import (
 // selects nothing: a broken policy grants nothing rather than everything.
 func (r *Resolver) grant(ctx context.Context, repo *scribev1.Repository) (Grant, error) {
 	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: repo.Namespace}, ns); err != nil {
+	// A namespace already gone (the Repository is being deleted with it)
+	// has no labels: only a policy that selects every namespace applies.
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: repo.Namespace}, ns); err != nil && !apierrors.IsNotFound(err) {
 		return Grant{}, fmt.Errorf("get namespace %s for its TenantPolicy: %w", repo.Namespace, err)
 	}
 	policies := &scribev1.TenantPolicyList{}
@@ -57,7 +59,9 @@ func (r *Resolver) applierNamespaces() []string {
 func DefaultApplierNamespaces() []string { return []string{"flux-system", "argocd"} }
 
 // checkOwnSource refuses a Repository whose spec.applier.name names a
-// source that does not fetch the Repository's own remote: Scribe nudges
+// source that does not fetch the Repository's own repository (the same
+// path; the host may differ, as a source often reaches the server by an
+// in-cluster name): Scribe nudges
 // that object after every push and copies how it reaches the remote (its
 // URL and secretRef) into each custom resource's own GitRepository, so
 // another team's source (or the platform's root one) would make Flux

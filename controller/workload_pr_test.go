@@ -29,7 +29,7 @@ func (f *fixture) mergePR(t *testing.T, gh *forgetest.GitHub, number int, branch
 func TestWorkloadPullRequestPromotionWaitsForEachMergeAndCarriesEvidence(t *testing.T) {
 	f := newFixture(t)
 	gh := forgetest.NewGitHub(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
 	if err := f.e.c.Create(f.ctx(), secret); err != nil {
 		t.Fatal(err)
 	}

@@ -309,7 +309,7 @@ func TestWorkloadBadInputSaysWhyAndCommitsNothing(t *testing.T) {
 	// wants one.
 	f.srv.RequireBasicAuth("scribe", "s3cret")
 	t.Cleanup(func() { f.srv.RequireBasicAuth("", "") })
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-creds", Namespace: f.ns}, Data: map[string][]byte{"username": []byte("scribe"), "password": []byte("wrong")}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-creds", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: f.repo.Spec.Git.URL}}, Data: map[string][]byte{"username": []byte("scribe"), "password": []byte("wrong")}}
 	if err := f.e.c.Create(f.ctx(), secret); err != nil {
 		t.Fatal(err)
 	}

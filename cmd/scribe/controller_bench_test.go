@@ -81,7 +81,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		url := srv.InitRepo(b, "experiments", "main")
 		if i == 0 {
 			gr := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
-				Spec: sourcev1.GitRepositorySpec{URL: "http://git.flux-system.svc/acme/experiments.git", Interval: metav1.Duration{Duration: time.Minute},
+				Spec: sourcev1.GitRepositorySpec{URL: "http://git.flux-system.svc/experiments.git", Interval: metav1.Duration{Duration: time.Minute},
 					SecretRef: &meta.LocalObjectReference{Name: "flux-git"}}}
 			if err := admin.Create(ctx, gr); err != nil {
 				b.Fatal(err)

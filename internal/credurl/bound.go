@@ -61,10 +61,12 @@ func boundURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// SameRepository reports whether a and b name the same repository: the
-// same host name and path, whatever the scheme, login, port, case, or a
-// trailing ".git" or slash (a Flux source may fetch over ssh what Scribe
-// pushes over https). A URL that cannot be parsed names no repository.
+// SameRepository reports whether a and b name the same repository path
+// (org/repo), whatever the scheme, login, host, port, case, or a trailing
+// ".git" or slash: a Flux source or Argo CD often reaches the server
+// Scribe pushes to by another name (an ssh host, an in-cluster Service).
+// A URL that cannot be parsed, or that names no path, names no
+// repository.
 func SameRepository(a, b string) bool {
 	ua, err := boundURL(a)
 	if err != nil {
@@ -75,8 +77,8 @@ func SameRepository(a, b string) bool {
 		return false
 	}
 	key := func(u *url.URL) string {
-		p := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), ".git")
-		return strings.ToLower(u.Hostname() + "/" + strings.Trim(p, "/"))
+		p := strings.Trim(u.Path, "/")
+		return strings.ToLower(strings.TrimSuffix(p, ".git"))
 	}
-	return key(ua) == key(ub)
+	return key(ua) != "" && key(ua) == key(ub)
 }

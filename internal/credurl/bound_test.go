@@ -48,7 +48,7 @@ func TestWithinRefusesAPrefixThatIsNotAURL(t *testing.T) {
 	}
 }
 
-func TestSameRepositoryIgnoresSchemeLoginPortAndGitSuffix(t *testing.T) {
+func TestSameRepositoryComparesTheRepositoryPathOnly(t *testing.T) {
 	cases := []struct {
 		a, b string
 		want bool
@@ -59,7 +59,9 @@ func TestSameRepositoryIgnoresSchemeLoginPortAndGitSuffix(t *testing.T) {
 		{"http://127.0.0.1:3000/team/repo.git", "http://127.0.0.1:3000/team/repo.git/", true},
 		{"https://GitHub.com/Org/Repo", "https://github.com/org/repo", true},
 		{"https://github.com/org/repo", "https://github.com/org/other", false},
-		{"https://github.com/org/repo", "https://gitlab.com/org/repo", false},
+		{"http://127.0.0.1:1/acme/experiments.git", "ssh://git@git.internal/acme/experiments.git", true},
+		{"https://github.com/org/repo", "https://github.com/org/repo/sub", false},
+		{"https://github.com", "https://gitlab.com", false},
 		{"https://github.com/org/repo", "https://github.com/org/repo/../other", false},
 		{"https://github.com/org/repo", "oops", false},
 	}

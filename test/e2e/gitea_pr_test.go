@@ -26,8 +26,8 @@ func newGiteaNamespace(t *testing.T, s *Stack, g *Gitea, ns string) {
 	ctx := context.Background()
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-git", Namespace: ns}, Data: map[string][]byte{"username": []byte(g.User), "password": []byte(g.Password)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-api", Namespace: ns}, Data: map[string][]byte{"token": []byte(g.Token)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-git", Namespace: ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: g.URL + "/" + g.Owner}}, Data: map[string][]byte{"username": []byte(g.User), "password": []byte(g.Password)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-api", Namespace: ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: g.URL}}, Data: map[string][]byte{"token": []byte(g.Token)}},
 		&scribev1.Repository{
 			ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
 			Spec: scribev1.RepositorySpec{

@@ -171,11 +171,27 @@ func newNodeLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Stack {
 	return s
 }
 
-// newNamespaceAndRepository creates ns and its "default" Repository.
+// newNamespaceAndRepository creates ns, the platform's TenantPolicy for
+// it and its "default" Repository.
 func newNamespaceAndRepository(t *testing.T, s *Stack, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// What the platform grants the tenant: the catalog it publishes in
+	// flux-system, and (Argo CD) the Namespace the demo services'
+	// component creates.
+	cat := catalogRef()
+	policy := &scribev1.TenantPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + ns},
+		Spec: scribev1.TenantPolicySpec{
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			ClusterResources:  []scribev1.GroupKind{{Group: "", Kind: "Namespace"}},
+			CatalogSources:    []scribev1.CatalogSourceReference{{Kind: cat.Kind, Namespace: cat.Namespace, Name: cat.Name}},
+		},
+	}
+	if err := s.Client.Create(ctx, policy); err != nil {
 		t.Fatal(err)
 	}
 	repo := &scribev1.Repository{
