@@ -36,8 +36,9 @@ func allOnValues() map[string]any {
 		"topologySpreadConstraints": []any{map[string]any{
 			"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
 		}},
-		"watchNamespaces": []any{"flux-system", "apps"},
-		"labelSelector":   "sharding.scribe.dev/key=shard1",
+		"watchNamespaces":   []any{"flux-system", "apps"},
+		"applierNamespaces": []any{"flux-system", "tenants-flux"},
+		"labelSelector":     "sharding.scribe.dev/key=shard1",
 	}
 }
 
@@ -229,21 +230,22 @@ func TestChartRenders(t *testing.T) {
 			}
 		}},
 		{"the other values reach the Deployment", map[string]any{
-			"image":           map[string]any{"repository": "registry.example/scribe", "digest": "sha256:" + strings.Repeat("0123456789abcdef", 4)},
-			"leaderElect":     false,
-			"concurrent":      50,
-			"watchNamespaces": []any{"flux-system", "apps"},
-			"labelSelector":   "sharding.scribe.dev/key=shard1",
-			"metrics":         map[string]any{"secure": false},
-			"serviceAccount":  map[string]any{"create": false, "name": "existing"},
-			"resources":       nil,
+			"image":             map[string]any{"repository": "registry.example/scribe", "digest": "sha256:" + strings.Repeat("0123456789abcdef", 4)},
+			"leaderElect":       false,
+			"concurrent":        50,
+			"watchNamespaces":   []any{"flux-system", "apps"},
+			"applierNamespaces": []any{"flux-system", "tenants-flux"},
+			"labelSelector":     "sharding.scribe.dev/key=shard1",
+			"metrics":           map[string]any{"secure": false},
+			"serviceAccount":    map[string]any{"create": false, "name": "existing"},
+			"resources":         nil,
 		}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			d := deployment(t, objs)
 			c := d.Spec.Template.Spec.Containers[0]
 			if c.Image != "registry.example/scribe@sha256:"+strings.Repeat("0123456789abcdef", 4) {
 				t.Errorf("image %q", c.Image)
 			}
-			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50"} {
+			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--applier-namespaces=flux-system,tenants-flux", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50"} {
 				if !slices.Contains(c.Args, want) {
 					t.Errorf("args %q lack %s", c.Args, want)
 				}

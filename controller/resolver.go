@@ -141,6 +141,7 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 	}
 	in.AllowedNamespaces = grant.AllowedNamespaces
 	in.ClusterResources = grant.ClusterResources
+	in.SourceRepos = grant.SourceRepos
 	switch {
 	case repo.Spec.Git != nil:
 		err = r.gitSink(ctx, repo, t, &in)

@@ -37,6 +37,9 @@ type Grant struct {
 	// CatalogSources are the sources outside the namespace a catalog may
 	// be read from.
 	CatalogSources []scribev1.CatalogSourceReference
+	// SourceRepos are the URL prefixes a user catalog entry's source may
+	// be fetched from under Argo CD.
+	SourceRepos []string
 }
 
 // DecideGrant is the tenancy decision: what the Repository repo may use,
@@ -103,6 +106,7 @@ func DecideGrant(repo *scribev1.Repository, selected []scribev1.TenantPolicy, de
 		}
 	}
 	g.ClusterResources = spec.ClusterResources
+	g.SourceRepos = spec.SourceRepos
 	g.CatalogSources = spec.CatalogSources
 	return g, nil
 }

@@ -15,6 +15,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/render/contract"
 )
 
@@ -115,7 +116,8 @@ func (e *Engine) checkTestkubeNamespace(x *scribev1.Experiment, name string, age
 func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, pub Publish) (contract.Experiment, []FieldError) {
 	in := contract.Experiment{Metadata: metadataOf(x), Spec: x.Spec}
 	var errs []FieldError
-	ns := namespacePolicy{experiment: x.Namespace, allowed: pub.AllowedNamespaces}
+	ns := namespacePolicy{experiment: x.Namespace, allowed: pub.AllowedNamespaces,
+		argo: pub.Applier.Kind == scribev1.ApplierArgoCD, sourceRepos: pub.SourceRepos}
 	resolve := func(kind contract.ComponentKind, name string, params any, namePath, paramsPath string) (*contract.Resolved, []FieldError) {
 		r, ferrs := e.resolveComponent(kind, name, params, namePath, paramsPath, ns)
 		if r != nil {
@@ -270,12 +272,47 @@ func argoParams(r *contract.Resolved, applier scribev1.ApplierKind, paramsPath s
 		r.Name, strings.Join(missing, ", "))}
 }
 
-// namespacePolicy says which namespaces a component may install into.
+// namespacePolicy says which namespaces a component may install into,
+// and which repositories a user entry's source may come from.
 type namespacePolicy struct {
 	// experiment is the Experiment's namespace: always allowed.
 	experiment string
 	// allowed are the Repository's spec.allowedNamespaces.
 	allowed []string
+	// argo: Argo CD fetches the sources, with the repository credentials
+	// it holds for them, so a user entry's source must be within
+	// sourceRepos (the TenantPolicy's spec.sourceRepos).
+	argo        bool
+	sourceRepos []string
+}
+
+// checkSource refuses, under Argo CD, a user catalog entry whose source is
+// fetched from a repository the platform did not grant: it would enter the
+// Experiment's AppProject sourceRepos, and Argo CD fetches it with the
+// credentials it holds for that URL. A built-in entry's source ships with
+// Scribe; a "catalog" source is the platform's published catalog.
+func (p namespacePolicy) checkSource(name string, entry cue.Value, builtin bool, from, namePath string) *FieldError {
+	if !p.argo || builtin {
+		return nil
+	}
+	typ, _ := entry.LookupPath(cue.ParsePath("source.type")).String()
+	field := "url"
+	switch typ {
+	case "git", "oci":
+	case "helm":
+		field = "repository"
+	default:
+		return nil
+	}
+	url, _ := entry.LookupPath(cue.MakePath(cue.Str("source"), cue.Str(field))).String()
+	for _, prefix := range p.sourceRepos {
+		if ok, err := credurl.Within(prefix, url); err == nil && ok {
+			return nil
+		}
+	}
+	return &FieldError{Path: namePath, Message: fmt.Sprintf(
+		"component %q is fetched from %s (source.%s of its entry in catalog %s), which the platform does not grant this namespace under Argo CD: it must be within one of its TenantPolicy's spec.sourceRepos (%s)",
+		name, credurl.Redact(url), field, from, strings.Join(p.sourceRepos, ", "))}
 }
 
 // check refuses a component whose catalog entry installs it into a
@@ -314,6 +351,9 @@ func (e *Engine) resolveComponent(kind contract.ComponentKind, name string, para
 	entryNS, _ := entry.LookupPath(cue.ParsePath("namespace")).String()
 	// The built-in catalog is the last one.
 	if fe := ns.check(name, entryNS, at == len(e.catalogs)-1, e.catalogFrom[at], namePath); fe != nil {
+		return nil, []FieldError{*fe}
+	}
+	if fe := ns.checkSource(name, entry, at == len(e.catalogs)-1, e.catalogFrom[at], namePath); fe != nil {
 		return nil, []FieldError{*fe}
 	}
 	if params == nil {

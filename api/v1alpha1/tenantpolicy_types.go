@@ -40,6 +40,19 @@ type TenantPolicySpec struct {
 	// +optional
 	ClusterResources []GroupKind `json:"clusterResources,omitempty"`
 
+	// SourceRepos are the repositories (URL prefixes, bound as Secrets
+	// are: same scheme and host, a path below the prefix) that a user
+	// catalog entry's source (git, oci, or a Helm repository) may be fetched
+	// from under Argo CD: they become the Experiment's AppProject
+	// sourceRepos, and Argo CD fetches them with whatever repository
+	// credentials it holds for them. The built-in catalog's sources and
+	// the Repository's own are always allowed. Flux fetches a tenant's
+	// sources without the platform's credentials and is not bound by it.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +optional
+	SourceRepos []string `json:"sourceRepos,omitempty"`
+
 	// Applier says where the tenant's sync objects may live and what they
 	// apply as.
 	// +optional

@@ -1426,6 +1426,11 @@ func (in *TenantPolicySpec) DeepCopyInto(out *TenantPolicySpec) {
 		*out = make([]GroupKind, len(*in))
 		copy(*out, *in)
 	}
+	if in.SourceRepos != nil {
+		in, out := &in.SourceRepos, &out.SourceRepos
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Applier != nil {
 		in, out := &in.Applier, &out.Applier
 		*out = new(TenantApplier)

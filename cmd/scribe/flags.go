@@ -37,6 +37,7 @@ type renderFlags struct {
 	serviceAccount string
 	allowedNS      []string
 	clusterKinds   []string
+	sourceRepos    []string
 	stage          int32
 	catalogSource  catalogSourceFlags
 	// syncNames are the names the target's sync objects carry (publish).
@@ -59,6 +60,7 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.serviceAccount, "service-account", "", "Flux: service account every rendered Kustomization and HelmRelease applied on the hub runs as (a Repository's spec.applier.serviceAccountName)")
 	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringArrayVar(&f.clusterKinds, "cluster-resource", nil, "Argo CD: a cluster-scoped kind, group/kind (\"/Namespace\" for the core group, \"*\" matches any), an Experiment's AppProject allows its components (a TenantPolicy's spec.clusterResources); repeatable, none by default")
+	fl.StringArrayVar(&f.sourceRepos, "source-repo", nil, "Argo CD: a URL prefix a user catalog entry's source may be fetched from (a TenantPolicy's spec.sourceRepos); repeatable, none by default")
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	fl.Int32Var(&f.stage, "stage", 0, "render each Experiment's commit stage N as the controller commits it: 1 clusters, 2 components, 3 workflow templates, 4 workflow runs (default: the final tree); Workloads have no stages")
 	f.catalogSource.register(fl)
@@ -109,6 +111,10 @@ func (f *renderFlags) publish() (render.Publish, error) {
 		return p, fmt.Errorf("--applier must be Flux or ArgoCD, not %q", f.applier)
 	}
 	p.AllowedNamespaces = f.allowedNS
+	if len(f.sourceRepos) > 0 && p.Applier.Kind != scribev1.ApplierArgoCD {
+		return p, fmt.Errorf("--source-repo needs --applier ArgoCD (Flux fetches a tenant's sources without the platform's credentials)")
+	}
+	p.SourceRepos = f.sourceRepos
 	for _, gk := range f.clusterKinds {
 		group, kind, ok := strings.Cut(gk, "/")
 		if !ok || kind == "" || strings.Contains(kind, "/") {

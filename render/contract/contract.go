@@ -47,6 +47,10 @@ type Publish struct {
 	// CD AppProject allows its components (the TenantPolicy's
 	// spec.clusterResources): none unless the platform grants them.
 	ClusterResources []scribev1.GroupKind `json:"clusterResources,omitempty"`
+	// SourceRepos are the URL prefixes a user catalog entry's source may
+	// be fetched from under Argo CD (the TenantPolicy's spec.sourceRepos).
+	// Render checks them; the templates do not read them.
+	SourceRepos []string `json:"sourceRepos,omitempty"`
 	// SyncName is the name the custom resource's sync objects carry today,
 	// if any (the controller reads it from status, publish from the sync
 	// file). The templates keep it only when it is the name chart 0.2
