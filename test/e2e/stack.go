@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -77,6 +78,8 @@ type Stack struct {
 	// real node (traffic.go); nil where the gateway is played (gateway.go).
 	gateway    *realGateway
 	prometheus bool
+	// fluxLockdown: see StackOptions.FluxLockdown.
+	fluxLockdown bool
 
 	node *nodeAttachment // this loop's kubelet and kube-proxy
 	// inCluster: Scribe runs as a pod (InstallScribe), its log is the
@@ -241,6 +244,12 @@ type StackOptions struct {
 	// no applier, git server, gateway, catalog or registry (tests of the
 	// node itself).
 	ControlPlaneOnly bool
+	// FluxLockdown runs Flux as its multi-tenancy lockdown asks:
+	// kustomize-controller with --no-cross-namespace-refs and a default
+	// service account without rights, so a Kustomization applies only
+	// what the account it names may; the platform's root Kustomization
+	// names an account bound to cluster-admin.
+	FluxLockdown bool
 	// Prometheus runs a Prometheus that scrapes the real node's pods
 	// (traffic.go); RealNode only.
 	Prometheus bool
@@ -252,7 +261,7 @@ func StartOpts(t testing.TB, opts StackOptions) *Stack {
 	if opts.Applier == "" {
 		opts.Applier = scribev1.ApplierFlux
 	}
-	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly, prometheus: opts.Prometheus && opts.RealNode}
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly, prometheus: opts.Prometheus && opts.RealNode, fluxLockdown: opts.FluxLockdown}
 	if opts.RealNode {
 		// Before the loop's own cleanups: the node is released after the
 		// loop has stopped.
@@ -475,7 +484,7 @@ func (s *Stack) startRest(ctx context.Context, t testing.TB) error {
 		args []string
 	}{
 		{"source-controller", []string{"--storage-addr=" + storage, "--storage-adv-addr=" + storage, "--storage-path=" + filepath.Join(s.Dir, "storage")}},
-		{"kustomize-controller", nil},
+		{"kustomize-controller", s.kustomizeArgs()},
 	} {
 		m, _ := s.addr()
 		h, _ := s.addr()
@@ -698,6 +707,41 @@ func (s *Stack) createNode(ctx context.Context) error {
 	return nil
 }
 
+// FluxNobody is the default service account of a locked-down Flux: it
+// exists nowhere and has no rights.
+const FluxNobody = "flux-nobody"
+
+// FluxRootAccount is the account the platform's root Kustomization applies
+// the sync index as in a locked-down Flux (bound to cluster-admin).
+const FluxRootAccount = "scribe-root"
+
+// kustomizeArgs are kustomize-controller's arguments beyond the common
+// ones: Flux's multi-tenancy lockdown when asked for.
+func (s *Stack) kustomizeArgs() []string {
+	if !s.fluxLockdown {
+		return nil
+	}
+	return []string{"--no-cross-namespace-refs=true", "--default-service-account=" + FluxNobody}
+}
+
+// createFluxRootAccount makes the root Kustomization's account in a
+// locked-down Flux: the platform's, with cluster-admin.
+func (s *Stack) createFluxRootAccount(ctx context.Context) error {
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: FluxRootAccount, Namespace: "flux-system"}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "flux-system-" + FluxRootAccount},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: FluxRootAccount, Namespace: "flux-system"}},
+		},
+	} {
+		if err := s.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("create the root Kustomization's account: %w", err)
+		}
+	}
+	return nil
+}
+
 // createFluxSync makes the GitRepository "scribe" and the root
 // Kustomization that applies Scribe's sync index at SyncPath.
 func (s *Stack) createFluxSync(ctx context.Context) error {
@@ -720,6 +764,12 @@ func (s *Stack) createFluxSync(ctx context.Context) error {
 			Prune:     true,
 			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "scribe"},
 		},
+	}
+	if s.fluxLockdown {
+		if err := s.createFluxRootAccount(ctx); err != nil {
+			return err
+		}
+		root.Spec.ServiceAccountName = FluxRootAccount
 	}
 	if err := s.Client.Create(ctx, root); err != nil {
 		return fmt.Errorf("create root Kustomization: %w", err)
