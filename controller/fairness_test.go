@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,13 @@ func startManager(t testing.TB, cfg *rest.Config, namespaces []string, opts cont
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.DataDir = t.TempDir()
+	// Removed after the manager stops, whatever git children still write.
+	dir, err := os.MkdirTemp("", "scribe-fairness-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	opts.DataDir = dir
 	p, err := controller.Setup(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +125,13 @@ func TestWaitingExperimentIsNotRenderedAgainAtEachPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitStage(t, "waiting", scribev1.StageClusters)
+	// The first poll after the commit renders once more: the sync object
+	// the commit recorded in status is a render input (its name is kept
+	// across naming migrations).
+	settled := polls.Load() + 2
+	waitFor(t, "two polls after the commit", func() (bool, string) {
+		return polls.Load() >= settled, fmt.Sprintf("%d polls", polls.Load())
+	})
 	renders, from := renderCount(t, reg, scribev1.ExperimentKind), polls.Load()
 	waitFor(t, "five polls of the waiting Experiment", func() (bool, string) {
 		return polls.Load() >= from+5, fmt.Sprintf("%d polls", polls.Load()-from)
