@@ -121,6 +121,7 @@ bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads wi
 	go test -run '^$$' -bench Catalog -benchmem ./controller/
 	hack/bench-cli.sh
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench '(Create|StartWith)1000Workloads' -benchtime=1x -timeout 30m ./controller/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench 'BystanderCommitWhileHeavyExperimentsRender' -benchtime=1x -timeout 30m ./controller/
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" go test -run '^$$' -bench 'ControllerProcess1000Workloads' -benchtime=1x -timeout 30m ./cmd/scribe/
 
 .PHONY: manifests

@@ -149,6 +149,7 @@ func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("catalog %s at %s: %w", ref, revision, err)
 	}
+	t.CatalogArtifact = digest + " " + dir
 	return e, &scribev1.CatalogStatus{Revision: revision, Digest: digest, Entries: e.CatalogEntries()}, nil
 }
 

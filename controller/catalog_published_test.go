@@ -25,7 +25,7 @@ const publishedCatalog = "scribe-catalog"
 // served over HTTP as source-controller serves it, and the Repository's
 // spec.catalog names it, so built-in components (delivered from the
 // published catalog) render.
-func (f *fixture) publishCatalog(t *testing.T) {
+func (f *fixture) publishCatalog(t testing.TB) {
 	t.Helper()
 	files := map[string]string{}
 	err := fs.WalkDir(catalog.FS, ".", func(p string, d fs.DirEntry, err error) error {

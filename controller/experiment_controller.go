@@ -212,7 +212,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 			if err != nil {
 				return r.fail(e, &reasonError{reason: ReasonResolveFailed, err: err})
 			}
-			if bundle, err = r.render(ctx, e, t, resolved, st.Stage); err != nil {
+			if bundle, err = r.render(ctx, e, t, resolved, st.Stage, true); err != nil {
 				return r.fail(e, err)
 			}
 			// What follows a render is observed afresh.
@@ -222,6 +222,16 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 				Workflow: workflowOf(bundle), Runs: runsOf(bundle),
 			}
 		case ExperimentCommit, ExperimentPropose, ExperimentReadPullRequest:
+			if act.Kind != ExperimentReadPullRequest && bundle.Files == nil {
+				// A summary from the memo: the commit needs the files.
+				resolved, err := r.resolve(ctx, e)
+				if err != nil {
+					return r.fail(e, &reasonError{reason: ReasonResolveFailed, err: err})
+				}
+				if bundle, err = r.render(ctx, e, t, resolved, obs.RenderedStage, false); err != nil {
+					return r.fail(e, err)
+				}
+			}
 			job := deliveryJob{Target: t, Source: src, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
 			if act.Kind == ExperimentPropose {
 				job.Evidence = stageEvidence(e)
@@ -345,8 +355,10 @@ func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experime
 	return res, nil
 }
 
-func (r *ExperimentReconciler) render(ctx context.Context, e *scribev1.Experiment, t *Target, resolved render.Resolved, stage int32) (*render.Bundle, error) {
-	b, err := r.Publisher.RenderExperiment(ctx, t, render.ExperimentInput{Experiment: e, Resolved: resolved, Stage: stage})
+// render renders stage of the Experiment; with summary, a render of the
+// same input seen last comes from the memo, without files.
+func (r *ExperimentReconciler) render(ctx context.Context, e *scribev1.Experiment, t *Target, resolved render.Resolved, stage int32, summary bool) (*render.Bundle, error) {
+	b, err := r.Publisher.RenderExperiment(ctx, t, render.ExperimentInput{Experiment: e, Resolved: resolved, Stage: stage}, summary)
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}

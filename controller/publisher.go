@@ -56,9 +56,9 @@ type Publisher struct {
 
 	catalogs catalogs
 	memo     renderMemo
-	// renderSlots is a semaphore: one slot per render allowed at once
-	// (see Options.MaxRenders); nil means no bound.
-	renderSlots chan struct{}
+	// renderSlots bounds the renders that run at once (Options.MaxRenders)
+	// and shares them between namespaces; nil means no bound.
+	renderSlots *renderSlots
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -73,34 +73,26 @@ func (p *Publisher) Target(ctx context.Context, namespace string, ref *scribev1.
 	return p.Resolver.Target(ctx, namespace, ref, requireReady)
 }
 
-// RenderWorkload renders a Workload for the target. With summary, the
-// render of an input seen lately may be answered from the memo: the bundle
-// then has no Files (see renderMemo), which is all a reconcile needs
-// unless it commits.
+// RenderWorkload renders a Workload for the target. With summary, a
+// render whose input is the one the memo last saw for this Workload is
+// answered from the memo (decideRender): the bundle then has no Files
+// (see renderMemo), which is all a reconcile needs unless it commits.
 func (p *Publisher) RenderWorkload(ctx context.Context, t *Target, in render.WorkloadInput, summary bool) (*render.Bundle, error) {
 	in.Publish = t.Input
 	in.Publish.SyncName = currentSyncName(in.Workload.Status.GeneratedResources)
-	memo := t.Engine == nil // the built-in engine: always the same templates
-	var key [32]byte
-	if memo {
-		key, memo = workloadKey(in)
-	}
-	if memo && summary {
-		if b := p.memo.get(key); b != nil {
-			return b, nil
-		}
-	}
-	b, err := p.render(ctx, t, scribev1.WorkloadKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
-		return e.RenderWorkload(ctx, in)
+	cr := memoCR(scribev1.WorkloadKind, in.Workload)
+	digest, keyed := workloadDigest(p.engineID(t), in)
+	return p.memoized(ctx, cr, digest, keyed, !summary, func() (*render.Bundle, error) {
+		return p.render(ctx, t, scribev1.WorkloadKind, in.Workload.Namespace, false, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
+			return e.RenderWorkload(ctx, in)
+		})
 	})
-	if err == nil && memo {
-		p.memo.put(key, b)
-	}
-	return b, err
 }
 
-// RenderExperiment renders an Experiment for the target.
-func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.ExperimentInput) (*render.Bundle, error) {
+// RenderExperiment renders an Experiment for the target, answered from
+// the memo as RenderWorkload's with summary. A large Experiment's render
+// is heavy (see renderSlots).
+func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.ExperimentInput, summary bool) (*render.Bundle, error) {
 	in.Publish = t.Input
 	in.Publish.SyncName = currentSyncName(in.Experiment.Status.GeneratedResources)
 	if in.Resolved.GCPProject == "" {
@@ -109,9 +101,43 @@ func (p *Publisher) RenderExperiment(ctx context.Context, t *Target, in render.E
 	if in.Resolved.Catalog == nil {
 		in.Resolved.Catalog = t.CatalogSource
 	}
-	return p.render(ctx, t, scribev1.ExperimentKind, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
-		return e.RenderExperiment(ctx, in)
+	cr := memoCR(scribev1.ExperimentKind, in.Experiment)
+	digest, keyed := experimentDigest(p.engineID(t), in)
+	heavy := experimentRenderCost(&in.Experiment.Spec) > heavyRenderObjects
+	return p.memoized(ctx, cr, digest, keyed, !summary, func() (*render.Bundle, error) {
+		return p.render(ctx, t, scribev1.ExperimentKind, in.Experiment.Namespace, heavy, func(ctx context.Context, e *render.Engine) (*render.Bundle, error) {
+			return e.RenderExperiment(ctx, in)
+		})
 	})
+}
+
+// memoized answers a render of cr's input digest from the memo, or runs
+// it and remembers it, as decideRender says.
+func (p *Publisher) memoized(ctx context.Context, cr string, digest [32]byte, keyed, needFiles bool, run func() (*render.Bundle, error)) (*render.Bundle, error) {
+	last := p.memo.get(cr)
+	why := decideRender(last, digest, keyed, needFiles)
+	if why == renderReuse {
+		return last.summary, nil
+	}
+	log.FromContext(ctx).V(1).Info("render", "why", string(why))
+	b, err := run()
+	if err == nil && keyed {
+		p.memo.put(cr, digest, b)
+	}
+	return b, err
+}
+
+// engineID names what renders for t in a memo key: the built-in
+// templates' version, or the user catalog's artifact and path; "" when
+// the engine cannot be named (not memoized).
+func (p *Publisher) engineID(t *Target) string {
+	switch {
+	case t.Engine == nil || t.Engine == p.Engine:
+		return "builtin " + p.Engine.TemplateVersion()
+	case t.CatalogArtifact != "":
+		return "catalog " + t.CatalogArtifact + " " + t.Engine.TemplateVersion()
+	}
+	return ""
 }
 
 // currentSyncName is the name of the sync object a custom resource's
@@ -130,21 +156,17 @@ func currentSyncName(g *scribev1.GeneratedResources) string {
 }
 
 // render runs one render with the target's engine, traced and measured.
-func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(context.Context, *render.Engine) (*render.Bundle, error)) (*render.Bundle, error) {
+func (p *Publisher) render(ctx context.Context, t *Target, kind, namespace string, heavy bool, fn func(context.Context, *render.Engine) (*render.Bundle, error)) (*render.Bundle, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "render", trace.WithAttributes(attribute.String("scribe.kind", kind)))
 	defer span.End()
+	release := func() {}
 	if p.renderSlots != nil {
 		// A render is the CPU and most of the memory of a reconcile: only
-		// so many run at once, however many workers wait for one.
-		select {
-		case p.renderSlots <- struct{}{}:
-			defer func() { <-p.renderSlots }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		// A worker that waited while the manager stopped does not render.
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		// so many run at once, however many workers wait for one, shared
+		// between namespaces (see renderSlots).
+		var err error
+		if release, err = p.renderSlots.acquire(ctx, namespace, heavy); err != nil {
+			return nil, fmt.Errorf("wait for a render slot: %w", err)
 		}
 	}
 	start := time.Now()
@@ -152,7 +174,7 @@ func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(
 	if engine == nil {
 		engine = p.BuiltinEngine()
 	}
-	b, err := fn(ctx, engine)
+	b, err := p.runRender(ctx, engine, release, fn)
 	p.Metrics.ObserveRender(kind, time.Since(start))
 	if err != nil {
 		span.RecordError(err)
@@ -161,6 +183,33 @@ func (p *Publisher) render(ctx context.Context, t *Target, kind string, fn func(
 		span.SetAttributes(attribute.String("scribe.digest", b.Digest))
 	}
 	return b, err
+}
+
+// runRender runs fn and returns its bundle, or ctx's error as soon as ctx
+// ends: CUE's evaluation (cue.Value.Unify and Finalize in cuelang.org/go
+// v0.17) takes no context and cannot be interrupted, so a render that a
+// stopping manager (or a deleted CR) no longer wants is left to finish on
+// its own goroutine, its result dropped, and the reconcile returns at
+// once; the manager's shutdown is not held by it. release, the render's
+// slot, is called when fn returns, not before: an abandoned render still
+// counts against MaxRenders while it uses the CPU.
+func (p *Publisher) runRender(ctx context.Context, engine *render.Engine, release func(), fn func(context.Context, *render.Engine) (*render.Bundle, error)) (*render.Bundle, error) {
+	type result struct {
+		b   *render.Bundle
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer release()
+		b, err := fn(ctx, engine)
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("render abandoned: %w", ctx.Err())
+	}
 }
 
 // BuiltinEngine is the engine of the built-in templates.

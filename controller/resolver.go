@@ -44,6 +44,10 @@ type Target struct {
 	// (spec.catalog and its Flux source), set by EngineFor; nil without
 	// spec.catalog. Built-in entries' manifests are delivered from it.
 	CatalogSource *render.CatalogSource
+	// CatalogArtifact names the user catalog's engine, set by EngineFor:
+	// the Flux artifact's digest and the path in it ("" without
+	// spec.catalog). The render memo's key holds it.
+	CatalogArtifact string
 }
 
 // PullRequests reports whether changes to t go through pull requests.

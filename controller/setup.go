@@ -55,7 +55,10 @@ type Options struct {
 	// the CPU and memory of a reconcile, are bounded apart by MaxRenders.
 	Concurrency int
 	// MaxRenders bounds the renders that run at once across every
-	// reconciler (default: GOMAXPROCS).
+	// reconciler (default: GOMAXPROCS, at least 2). A freed slot goes to
+	// the namespaces with a render waiting in turn, and a large
+	// Experiment's render holds at most MaxRenders-1 of them (see
+	// renderSlots).
 	MaxRenders int
 	// CommitInterval paces the commits to one branch (see
 	// publish.Git.CommitInterval): 0 means publish.DefaultCommitInterval,
@@ -160,7 +163,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		opts.Concurrency = DefaultConcurrency
 	}
 	if opts.MaxRenders <= 0 {
-		opts.MaxRenders = runtime.GOMAXPROCS(0)
+		// At least two, so that a heavy render leaves one (renderSlots).
+		opts.MaxRenders = max(2, runtime.GOMAXPROCS(0))
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 2 * time.Second
@@ -203,7 +207,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		NoCrossNamespaceRefs: opts.NoCrossNamespaceRefs,
 
 		Engine:      engine,
-		renderSlots: make(chan struct{}, opts.MaxRenders),
+		renderSlots: newRenderSlots(opts.MaxRenders),
 	}
 	p.catalogs.dir = filepath.Join(opts.DataDir, "catalog")
 	p.catalogs.hostOverride = opts.SourceHost
