@@ -10,10 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/scribe-gitops/scribe/internal/publish"
-	"github.com/scribe-gitops/scribe/internal/yamlstream"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -63,42 +60,30 @@ func (s syncNames) renames(repoPath string, bundles []*render.Bundle) []string {
 	return out
 }
 
-// parseSyncNames reads the applier object's name out of each sync file.
-func parseSyncNames(files map[string][]byte) syncNames {
+// parseSyncNames reads the applier object's name out of each sync file:
+// the first Kustomization or Application of the file.
+func parseSyncNames(objs []publish.Object) syncNames {
 	out := syncNames{}
-	for p, data := range files {
-		docs, _ := yamlstream.Split(data)
-		for _, d := range docs {
-			if yamlstream.CheckDecodedSize(d.Data, yamlstream.MaxDecodedSize) != nil {
-				continue
-			}
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			if yaml.Unmarshal(d.Data, &meta) != nil {
-				continue
-			}
-			if meta.Kind == "Kustomization" || meta.Kind == "Application" {
-				out[p] = meta.Metadata.Name
-				break
-			}
+	for _, o := range objs {
+		if _, seen := out[o.File]; seen {
+			continue
+		}
+		if o.Kind == "Kustomization" || o.Kind == "Application" {
+			out[o.File] = o.Name
 		}
 	}
 	return out
 }
 
-// dirSyncFiles reads the sync files below root/repoPath of a -o
-// directory, by repository path; a directory that does not exist yet
-// holds none. Files are read as every input is: regular files only, below
-// root, bounded.
-func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
-	out := map[string][]byte{}
+// dirSyncObjects reads the objects of the sync files below root/repoPath
+// of a -o directory; a directory that does not exist yet holds none.
+// Files are read as every input is: regular files only, below root,
+// bounded.
+func dirSyncObjects(outDir, repoPath string) ([]publish.Object, error) {
+	var out []publish.Object
 	root, err := os.OpenRoot(outDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
@@ -117,7 +102,7 @@ func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
 			if err != nil {
 				return err
 			}
-			out[filepath.ToSlash(p)] = data
+			out = append(out, publish.FileObjects(filepath.ToSlash(p), data)...)
 		}
 		return nil
 	})
@@ -128,18 +113,18 @@ func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
 // branch of --git, or the -o directory. An OCI artifact is replaced
 // whole, and its objects keep no history to migrate from: none.
 func (p *publishFlags) existingSyncNames(ctx context.Context, t publishTarget, repoPath string) (syncNames, error) {
-	var files map[string][]byte
+	var objs []publish.Object
 	var err error
 	switch {
 	case t.dir != "":
-		files, err = dirSyncFiles(p.out, repoPath)
+		objs, err = dirSyncObjects(p.out, repoPath)
 	case t.git != nil:
-		files, err = t.git.SyncFiles(ctx, t.gitOpts)
+		objs, err = t.git.SyncObjects(ctx, t.gitOpts)
 	default:
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return parseSyncNames(files), nil
+	return parseSyncNames(objs), nil
 }
