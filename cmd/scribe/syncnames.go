@@ -26,9 +26,41 @@ import (
 // object in it.
 type syncNames map[string]string
 
+// renames says, one line each, which bundles would give an applier
+// object that exists under one name another name.
+func (s syncNames) renames(bundles []*render.Bundle) []string {
+	var out []string
+	for _, b := range bundles {
+		if old := s[b.SyncFile]; old != "" && old != b.Sync.Name {
+			out = append(out, fmt.Sprintf("%s: %s %s becomes %s", b.SyncFile, b.Sync.Kind, old, b.Sync.Name))
+		}
+	}
+	return out
+}
+
+// bySource maps the custom resource of each bundle to the name of the
+// applier object its sync file holds, for rendering the bundles again;
+// the render answers where a sync file is (Bundle.SyncFile), so the path
+// is joined in the templates only.
+func (s syncNames) bySource(bundles []*render.Bundle) sourceNames {
+	out := sourceNames{}
+	for _, b := range bundles {
+		if old := s[b.SyncFile]; old != "" {
+			out[sourceKey(b.Source.Kind, b.Source.Namespace, b.Source.Name)] = old
+		}
+	}
+	return out
+}
+
+// sourceNames maps a custom resource (sourceKey) to the name of the
+// applier object its sync file holds.
+type sourceNames map[string]string
+
+func sourceKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
 // nameFor is the current sync object name of obj (a decoded custom
-// resource) when published under repoPath, or "".
-func (s syncNames) nameFor(repoPath string, obj map[string]any) string {
+// resource), or "".
+func (s sourceNames) nameFor(obj map[string]any) string {
 	if len(s) == 0 {
 		return ""
 	}
@@ -39,25 +71,7 @@ func (s syncNames) nameFor(repoPath string, obj map[string]any) string {
 	if kind == "" || ns == "" || name == "" {
 		return ""
 	}
-	return s[syncFile(repoPath, ns+"/"+strings.ToLower(kind)+"/"+name)]
-}
-
-// syncFile is the repository path of the sync file of a bundle's Dir.
-func syncFile(repoPath, dir string) string {
-	return strings.TrimPrefix(strings.TrimSuffix(repoPath, "/")+"/"+dir, "./") + ".sync.yaml"
-}
-
-// renames says, one line each, which bundles would give an applier
-// object that exists under one name another name.
-func (s syncNames) renames(repoPath string, bundles []*render.Bundle) []string {
-	var out []string
-	for _, b := range bundles {
-		f := syncFile(repoPath, b.Dir)
-		if old := s[f]; old != "" && old != b.Sync.Name {
-			out = append(out, fmt.Sprintf("%s: %s %s becomes %s", f, b.Sync.Kind, old, b.Sync.Name))
-		}
-	}
-	return out
+	return s[sourceKey(kind, ns, name)]
 }
 
 // parseSyncNames reads the applier object's name out of each sync file:
