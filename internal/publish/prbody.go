@@ -6,10 +6,11 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/scribe-gitops/scribe/internal/textcut"
 )
 
 // MaxProposalBody is the most bytes a pull request body holds: GitHub
@@ -77,14 +78,7 @@ func (p ProposalBody) String() string {
 	body = p.render(rows, p.Evidence)
 	if over := len(body) - MaxProposalBody; over > 0 {
 		const note = "\n… (cut to fit the pull request; the full evidence is in the custom resource's status)"
-		keep := len(p.Evidence) - over - len(note)
-		if keep < 0 {
-			keep = 0
-		}
-		for keep > 0 && !utf8.RuneStart(p.Evidence[keep]) {
-			keep--
-		}
-		body = p.render(rows, p.Evidence[:keep]+note)
+		body = p.render(rows, textcut.Prefix(p.Evidence, len(p.Evidence)-over-len(note))+note)
 	}
 	return body
 }
