@@ -12,13 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/textcut"
 )
 
 // A check's address and query are written by whoever writes the Workload,
@@ -207,19 +207,7 @@ func queryError(err error) string {
 // remoteText is at most maxRemoteText bytes of s, quoted so that no
 // newline, control character or markup passes as Scribe's own text.
 func remoteText(s string) string {
-	return strconv.Quote(cutUTF8(s, maxRemoteText))
-}
-
-// cutUTF8 is s cut to at most n bytes on a character boundary, ending in
-// "…" when it was cut.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return strconv.Quote(textcut.Ellipsis(s, maxRemoteText))
 }
 
 // boundMessage keeps a check's message to maxCheckMessage bytes on one line.
@@ -233,5 +221,5 @@ func boundMessage(s string) string {
 		}
 		return r
 	}, s)
-	return cutUTF8(s, maxCheckMessage)
+	return textcut.Ellipsis(s, maxCheckMessage)
 }

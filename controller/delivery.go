@@ -8,8 +8,8 @@ import (
 // request, and recording the commit that carries it. The rollout
 // (rollout.go) and the Experiment's stages (stages.go) ask the same
 // question before anything is read back, over the status every kind
-// shares (revision, digest, generated resources) and the recorded pull
-// request; DecideDelivery answers it once, and the reconcilers carry out
+// shares (revision, digest, generated resources and the recorded pull
+// request, scribev1.CommonStatus); DecideDelivery answers it once, and the reconcilers carry out
 // its Commit, Propose and ReadPullRequest with one executor (deliver.go).
 // What a kind says about it (events, conditions, how long to wait) stays
 // with the kind.
@@ -76,19 +76,19 @@ const (
 	recordedMerged    = "merged as"
 )
 
-// DecideDelivery records in st and pr (the status's pull request) what
-// obs showed of the render's delivery and says what is next. The render
+// DecideDelivery records in st (its pull request included) what obs
+// showed of the render's delivery and says what is next. The render
 // is delivered when st.Revision names the commit that carries it: a
 // direct commit, the base branch's tip when it already carries the
 // render, or the merge of the pull request.
-func DecideDelivery(st *scribev1.CommonStatus, pr **scribev1.PullRequestStatus, obs DeliveryObservations) DeliveryStep {
+func DecideDelivery(st *scribev1.CommonStatus, obs DeliveryObservations) DeliveryStep {
 	if obs.Rendered == nil {
 		return DeliveryStep{Kind: DeliveryRender}
 	}
 	var step DeliveryStep
 	if st.Digest != obs.Rendered.Digest {
 		// New content (a new intent, or a new spec).
-		*pr = nil
+		st.PullRequest = nil
 		st.Revision, st.Digest = "", obs.Rendered.Digest
 		step.NewContent = true
 	}
@@ -109,7 +109,7 @@ func DecideDelivery(st *scribev1.CommonStatus, pr **scribev1.PullRequestStatus, 
 		}
 		return record(obs.Commit, recordedCommitted)
 	}
-	if *pr == nil {
+	if st.PullRequest == nil {
 		if obs.Proposed == nil {
 			step.Kind, step.SaveIntent = DeliveryPropose, true
 			return step
@@ -118,7 +118,7 @@ func DecideDelivery(st *scribev1.CommonStatus, pr **scribev1.PullRequestStatus, 
 			return record(obs.Proposed.Base, recordedUpToDate)
 		}
 		p := obs.Proposed.PullRequest
-		*pr = &p
+		st.PullRequest = &p
 		step.Opened = true
 	}
 	if obs.PullRequest == nil {
@@ -127,10 +127,10 @@ func DecideDelivery(st *scribev1.CommonStatus, pr **scribev1.PullRequestStatus, 
 		step.Kind, step.SaveIntent = DeliveryReadPullRequest, obs.Proposed == nil
 		return step
 	}
-	(*pr).State = obs.PullRequest.State
+	st.PullRequest.State = obs.PullRequest.State
 	switch {
 	case obs.PullRequest.Merged:
-		(*pr).State = "merged"
+		st.PullRequest.State = "merged"
 		return record(obs.PullRequest.Revision, recordedMerged)
 	case obs.PullRequest.State == "closed":
 		step.Kind = DeliveryClosed

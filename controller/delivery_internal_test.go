@@ -50,11 +50,10 @@ func TestDecideDelivery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.st
-			var pr *scribev1.PullRequestStatus
 			if tc.pr != nil {
-				pr = tc.pr.DeepCopy()
+				st.PullRequest = tc.pr.DeepCopy()
 			}
-			got := DecideDelivery(&st, &pr, tc.obs)
+			got := DecideDelivery(&st, tc.obs)
 			if got != tc.want {
 				t.Fatalf("step = %+v, want %+v", got, tc.want)
 			}
@@ -68,8 +67,8 @@ func TestDecideDelivery(t *testing.T) {
 				t.Errorf("generated resources = %+v, want the render's", st.GeneratedResources)
 			}
 			state := ""
-			if pr != nil {
-				state = pr.State
+			if st.PullRequest != nil {
+				state = st.PullRequest.State
 			}
 			if state != tc.prState {
 				t.Errorf("pull request state = %q, want %q", state, tc.prState)

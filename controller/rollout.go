@@ -233,7 +233,7 @@ func (d *rollout) intend() {
 // what the rollout says about it is decided here.
 func (d *rollout) commit() *RolloutAction {
 	st, obs := &d.w.Status, d.obs
-	step := DecideDelivery(&st.CommonStatus, &st.PullRequest, obs.delivery(throughPullRequest(d.w)))
+	step := DecideDelivery(&st.CommonStatus, obs.delivery(throughPullRequest(d.w)))
 	if step.NewContent {
 		// New content at the same step (the spec changed): its health and
 		// pause start again.

@@ -277,7 +277,7 @@ func (d *stage) intend() {
 // bundle again (a no-op in Git) and never makes a second commit for it.
 func (d *stage) commit() *ExperimentAction {
 	st, obs := d.st, d.obs
-	step := DecideDelivery(&st.CommonStatus, &st.PullRequest, obs.delivery(st.Stage))
+	step := DecideDelivery(&st.CommonStatus, obs.delivery(st.Stage))
 	if step.Opened {
 		d.events = append(d.events, normalEvent("PullRequestOpened", "proposed %s in %s", stageName(st.Stage), st.PullRequest.URL))
 	}

@@ -44,6 +44,10 @@ type Bundle struct {
 	Objects []scribev1.ObjectIdentity
 	// Sync identifies the applier object written to Dir + ".sync.yaml".
 	Sync scribev1.ObjectIdentity
+	// SyncFile is the repository path of Dir + ".sync.yaml" (the publish
+	// path joined), as the template computes it for the applier object's
+	// own path: the one formula of it.
+	SyncFile string
 	// SyncSource, when set, is the custom resource's own Flux source
 	// (see contract.FluxGitSource) or Argo CD AppProject, written to the
 	// same file before Sync.
@@ -324,6 +328,9 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	}
 	syncID, syncData := syncObj.id, syncObj.data
 	b.Sync = syncID
+	if b.SyncFile, err = filled.LookupPath(fieldPath(fieldSyncFile)).String(); err != nil {
+		return nil, fmt.Errorf("render %s: template %s: %s: %s", name, strings.ToLower(d.kind), fieldSyncFile, cueerrors.Details(err, nil))
+	}
 	if src := filled.LookupPath(fieldPath(fieldSyncSource)); src.Exists() {
 		srcObj, err := e.checkObject(name, d.obj, src)
 		if err != nil {
@@ -809,6 +816,9 @@ const (
 	// fieldSyncSource is the applier's source object, when the template
 	// renders one.
 	fieldSyncSource = "syncSource"
+	// fieldSyncFile is the repository path of the file holding the
+	// applier object (and its source).
+	fieldSyncFile = "syncFile"
 	// fieldReadBack says which rendered objects the controller reads back.
 	fieldReadBack = "readBack"
 )

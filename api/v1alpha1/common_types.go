@@ -91,8 +91,29 @@ type CommonStatus struct {
 	// +optional
 	GeneratedResources *GeneratedResources `json:"generatedResources,omitempty"`
 
+	// PullRequest is the pull request that proposes the last render when
+	// it goes to the repository by pull request: a Workload's step under
+	// spec.rollout.promotion pullRequest, an Experiment's stage when its
+	// Repository takes changes by pull request. A Repository leaves it empty.
+	// +optional
+	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
+
 	// LastHandledReconcileAt is the last `reconcile.fluxcd.io/requestedAt`
 	// annotation value Scribe acted on.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// PullRequestStatus is the pull request that proposes a step.
+type PullRequestStatus struct {
+	// Number of the pull request.
+	Number int `json:"number"`
+	// URL of the pull request.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Head is the commit on the pull request's branch.
+	Head string `json:"head"`
+	// State: open, closed or merged.
+	// +optional
+	State string `json:"state,omitempty"`
 }

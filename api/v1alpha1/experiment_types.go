@@ -437,11 +437,6 @@ type ExperimentStatus struct {
 	// as Argo Workflows reports them.
 	// +optional
 	Runs []WorkflowStatus `json:"runs,omitempty"`
-
-	// PullRequest is the pull request that proposes the current stage,
-	// when the Repository takes changes by pull request.
-	// +optional
-	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
 }
 
 // Experiment commit stages.

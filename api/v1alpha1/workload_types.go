@@ -579,25 +579,6 @@ type WorkloadStatus struct {
 	// the rendered output spec.decommission.gracePeriod later.
 	// +optional
 	DrainStartedAt *metav1.Time `json:"drainStartedAt,omitempty"`
-
-	// PullRequest is the open proposal of the current intent when
-	// spec.rollout.promotion is pullRequest.
-	// +optional
-	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
-}
-
-// PullRequestStatus is the pull request that proposes a step.
-type PullRequestStatus struct {
-	// Number of the pull request.
-	Number int `json:"number"`
-	// URL of the pull request.
-	// +optional
-	URL string `json:"url,omitempty"`
-	// Head is the commit on the pull request's branch.
-	Head string `json:"head"`
-	// State: open, closed or merged.
-	// +optional
-	State string `json:"state,omitempty"`
 }
 
 // CheckResult is the outcome of one analysis check.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/logger"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
@@ -58,7 +59,9 @@ type controllerFlags struct {
 	kubeconfig              string
 	kubeAPIQPS              float32
 	kubeAPIBurst            int
-	logEncoding             string
+	// log holds --log-encoding and --log-level, the flags of Flux's
+	// controllers (fluxcd/pkg/runtime/logger).
+	log logger.Options
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -82,9 +85,10 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
 	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "client-side limit of queries per second to the API server; unset, there is none when the API server has priority and fairness (the default), and 50 otherwise")
 	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps; unset, none with priority and fairness, 300 otherwise")
-	// The flag of Flux's controllers (fluxcd/pkg/runtime/logger); the level
-	// stays LOG_LEVEL.
-	fl.StringVar(&f.logEncoding, "log-encoding", "json", "log encoding: json (one JSON object a line) or console (human-readable)")
+	// The flags of Flux's controllers; LOG_LEVEL stays, below --log-level.
+	f.log.BindFlags(fl)
+	fl.Lookup("log-encoding").Usage = "log encoding: json (one JSON object a line) or console (human-readable)"
+	fl.Lookup("log-level").Usage = "log level: trace, debug, info, warn or error; when not given, $" + envLogLevel + ", if set, decides"
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 }
 
@@ -108,7 +112,8 @@ across instances like Flux does, for example
   --watch-label-selector ` + controller.ShardLabel + `=shard1
 
 Environment:
-  LOG_LEVEL                    debug, info (default), warn or error
+  LOG_LEVEL                    trace, debug, info (default), warn or error;
+                               --log-level, when given, wins
   OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP/gRPC (also _TRACES_ENDPOINT,
                                _HEADERS, _INSECURE; OTEL_SERVICE_NAME)
   KUBECONFIG                   used when --kubeconfig is not given
@@ -127,11 +132,20 @@ flags or any error.`,
 	return cmd
 }
 
-// logLevel maps LOG_LEVEL to a zap level.
-func logLevel(s string) (zapcore.Level, error) {
+// logLevel is the zap level of --log-level when it was given (flagSet),
+// else of the LOG_LEVEL environment variable env, else info. The names are
+// Flux's (trace, debug, info, error) and warn.
+func logLevel(flag string, flagSet bool, env string) (zapcore.Level, error) {
+	s, from := env, envLogLevel
+	if flagSet {
+		s, from = flag, "--log-level"
+	}
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "info":
 		return zapcore.InfoLevel, nil
+	case "trace":
+		// logr's V(2), as Flux's logger has it.
+		return zapcore.DebugLevel - 1, nil
 	case "debug":
 		return zapcore.DebugLevel, nil
 	case "warn", "warning":
@@ -139,7 +153,7 @@ func logLevel(s string) (zapcore.Level, error) {
 	case "error":
 		return zapcore.ErrorLevel, nil
 	}
-	return 0, fmt.Errorf("%s=%q: want debug, info, warn or error", envLogLevel, s)
+	return 0, fmt.Errorf("%s=%q: want trace, debug, info, warn or error", from, s)
 }
 
 // check validates the flags before anything touches the cluster.
@@ -176,8 +190,8 @@ func (f *controllerFlags) check() error {
 			problems = append(problems, fmt.Sprintf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
 		}
 	}
-	if f.logEncoding != "json" && f.logEncoding != "console" {
-		problems = append(problems, fmt.Sprintf("--log-encoding must be json or console, not %q", f.logEncoding))
+	if f.log.LogEncoding != "json" && f.log.LogEncoding != "console" {
+		problems = append(problems, fmt.Sprintf("--log-encoding must be json or console, not %q", f.log.LogEncoding))
 	}
 	if f.leaderElectionID == "" && f.leaderElect {
 		problems = append(problems, "--leader-election-id must not be empty with --leader-elect")
@@ -190,7 +204,7 @@ func (f *controllerFlags) check() error {
 
 func runController(cmd *cobra.Command, f *controllerFlags) error {
 	bad := func(err error) error { return &codeError{code: exitError, err: err} }
-	level, err := logLevel(os.Getenv(envLogLevel))
+	level, err := logLevel(f.log.LogLevel, cmd.Flags().Changed("log-level"), os.Getenv(envLogLevel))
 	if err != nil {
 		return bad(err)
 	}
@@ -208,7 +222,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		return bad(fmt.Errorf("--data-dir: %w", err))
 	}
 
-	log := newLogger(cmd.ErrOrStderr(), level, f.logEncoding)
+	log := newLogger(cmd.ErrOrStderr(), level, f.log.LogEncoding)
 	// The manager and its controllers log through log (Options.Logger),
 	// not only through controller-runtime's global logger: SetLogger
 	// takes effect only once per process, and not at all once
@@ -291,7 +305,8 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 }
 
 // newLogger logs at level and above to w: JSON lines, or with encoding
-// "console" tab-separated human-readable lines.
+// "console" tab-separated human-readable lines. (logger.NewLogger, Flux's,
+// writes only to os.Stderr and knows no warn level.)
 func newLogger(w io.Writer, level zapcore.Level, encoding string) logr.Logger {
 	opts := []zap.Opts{zap.WriteTo(w), zap.UseDevMode(false), zap.Level(level)}
 	if encoding == "console" {

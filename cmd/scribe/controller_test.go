@@ -52,18 +52,35 @@ func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
 	}
 }
 
+// TestControllerLogLevels: --log-level, when given, wins over LOG_LEVEL,
+// which wins over the default, info; both take Flux's level names and warn.
 func TestControllerLogLevels(t *testing.T) {
-	for in, want := range map[string]zapcore.Level{
-		"": zapcore.InfoLevel, "info": zapcore.InfoLevel, "DEBUG": zapcore.DebugLevel,
-		"warn": zapcore.WarnLevel, "error": zapcore.ErrorLevel,
+	for _, tc := range []struct {
+		flag    string
+		flagSet bool
+		env     string
+		want    zapcore.Level
+	}{
+		{want: zapcore.InfoLevel},
+		{env: "info", want: zapcore.InfoLevel},
+		{env: "DEBUG", want: zapcore.DebugLevel},
+		{env: "warn", want: zapcore.WarnLevel},
+		{env: "error", want: zapcore.ErrorLevel},
+		{env: "trace", want: zapcore.DebugLevel - 1},
+		{flag: "info", env: "error", want: zapcore.ErrorLevel}, // the flag's default leaves LOG_LEVEL in charge
+		{flag: "debug", flagSet: true, env: "error", want: zapcore.DebugLevel},
+		{flag: "warn", flagSet: true, want: zapcore.WarnLevel},
 	} {
-		got, err := logLevel(in)
-		if err != nil || got != want {
-			t.Errorf("logLevel(%q) = %v, %v; want %v", in, got, err, want)
+		got, err := logLevel(tc.flag, tc.flagSet, tc.env)
+		if err != nil || got != tc.want {
+			t.Errorf("logLevel(%q, %v, %q) = %v, %v; want %v", tc.flag, tc.flagSet, tc.env, got, err, tc.want)
 		}
 	}
-	if _, err := logLevel("trace"); err == nil {
-		t.Error("logLevel(trace) succeeded")
+	if _, err := logLevel("", false, "loud"); err == nil || !strings.Contains(err.Error(), envLogLevel) {
+		t.Errorf("LOG_LEVEL=loud: err = %v, want it named", err)
+	}
+	if _, err := logLevel("loud", true, "info"); err == nil || !strings.Contains(err.Error(), "--log-level") {
+		t.Errorf("--log-level=loud: err = %v, want it named", err)
 	}
 }
 
@@ -120,6 +137,7 @@ func TestControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"--kube-api-burst", "-5"}, "--kube-api-burst"},
 		{[]string{"--log-encoding", "text"}, "--log-encoding"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append([]string{"controller", "--kubeconfig", missing, "--data-dir", t.TempDir()}, tc.args...)

@@ -40,8 +40,9 @@ type renderFlags struct {
 	sourceRepos    []string
 	stage          int32
 	catalogSource  catalogSourceFlags
-	// syncNames are the names the target's sync objects carry (publish).
-	syncNames syncNames
+	// syncNames are the names the target's sync objects carry, by
+	// custom resource (publish).
+	syncNames sourceNames
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
@@ -189,7 +190,7 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 					continue
 				}
 				p := pub
-				p.SyncName = f.syncNames.nameFor(f.path, d.obj)
+				p.SyncName = f.syncNames.nameFor(d.obj)
 				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: p, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource}, Stage: f.stage})
 			}
 		})

@@ -138,12 +138,12 @@ func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
 	if err != nil {
 		return publishFailure(err, target.oci)
 	}
-	if len(names.renames(f.path, bundles)) > 0 {
-		f.syncNames = names
+	if len(names.renames(bundles)) > 0 {
+		f.syncNames = names.bySource(bundles)
 		if bundles, err = f.renderAll(cmd.Context()); err != nil {
 			return bad(err)
 		}
-		for _, r := range names.renames(f.path, bundles) {
+		for _, r := range names.renames(bundles) {
 			if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "note: %s (the applier deletes what the old one applied, and the new one applies it again)\n", r); err != nil {
 				return err
 			}

@@ -10,10 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/scribe-gitops/scribe/internal/publish"
-	"github.com/scribe-gitops/scribe/internal/yamlstream"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -29,9 +26,41 @@ import (
 // object in it.
 type syncNames map[string]string
 
+// renames says, one line each, which bundles would give an applier
+// object that exists under one name another name.
+func (s syncNames) renames(bundles []*render.Bundle) []string {
+	var out []string
+	for _, b := range bundles {
+		if old := s[b.SyncFile]; old != "" && old != b.Sync.Name {
+			out = append(out, fmt.Sprintf("%s: %s %s becomes %s", b.SyncFile, b.Sync.Kind, old, b.Sync.Name))
+		}
+	}
+	return out
+}
+
+// bySource maps the custom resource of each bundle to the name of the
+// applier object its sync file holds, for rendering the bundles again;
+// the render answers where a sync file is (Bundle.SyncFile), so the path
+// is joined in the templates only.
+func (s syncNames) bySource(bundles []*render.Bundle) sourceNames {
+	out := sourceNames{}
+	for _, b := range bundles {
+		if old := s[b.SyncFile]; old != "" {
+			out[sourceKey(b.Source.Kind, b.Source.Namespace, b.Source.Name)] = old
+		}
+	}
+	return out
+}
+
+// sourceNames maps a custom resource (sourceKey) to the name of the
+// applier object its sync file holds.
+type sourceNames map[string]string
+
+func sourceKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
 // nameFor is the current sync object name of obj (a decoded custom
-// resource) when published under repoPath, or "".
-func (s syncNames) nameFor(repoPath string, obj map[string]any) string {
+// resource), or "".
+func (s sourceNames) nameFor(obj map[string]any) string {
 	if len(s) == 0 {
 		return ""
 	}
@@ -42,63 +71,33 @@ func (s syncNames) nameFor(repoPath string, obj map[string]any) string {
 	if kind == "" || ns == "" || name == "" {
 		return ""
 	}
-	return s[syncFile(repoPath, ns+"/"+strings.ToLower(kind)+"/"+name)]
+	return s[sourceKey(kind, ns, name)]
 }
 
-// syncFile is the repository path of the sync file of a bundle's Dir.
-func syncFile(repoPath, dir string) string {
-	return strings.TrimPrefix(strings.TrimSuffix(repoPath, "/")+"/"+dir, "./") + ".sync.yaml"
-}
-
-// renames says, one line each, which bundles would give an applier
-// object that exists under one name another name.
-func (s syncNames) renames(repoPath string, bundles []*render.Bundle) []string {
-	var out []string
-	for _, b := range bundles {
-		f := syncFile(repoPath, b.Dir)
-		if old := s[f]; old != "" && old != b.Sync.Name {
-			out = append(out, fmt.Sprintf("%s: %s %s becomes %s", f, b.Sync.Kind, old, b.Sync.Name))
-		}
-	}
-	return out
-}
-
-// parseSyncNames reads the applier object's name out of each sync file.
-func parseSyncNames(files map[string][]byte) syncNames {
+// parseSyncNames reads the applier object's name out of each sync file:
+// the first Kustomization or Application of the file.
+func parseSyncNames(objs []publish.Object) syncNames {
 	out := syncNames{}
-	for p, data := range files {
-		docs, _ := yamlstream.Split(data)
-		for _, d := range docs {
-			if yamlstream.CheckDecodedSize(d.Data, yamlstream.MaxDecodedSize) != nil {
-				continue
-			}
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			if yaml.Unmarshal(d.Data, &meta) != nil {
-				continue
-			}
-			if meta.Kind == "Kustomization" || meta.Kind == "Application" {
-				out[p] = meta.Metadata.Name
-				break
-			}
+	for _, o := range objs {
+		if _, seen := out[o.File]; seen {
+			continue
+		}
+		if o.Kind == "Kustomization" || o.Kind == "Application" {
+			out[o.File] = o.Name
 		}
 	}
 	return out
 }
 
-// dirSyncFiles reads the sync files below root/repoPath of a -o
-// directory, by repository path; a directory that does not exist yet
-// holds none. Files are read as every input is: regular files only, below
-// root, bounded.
-func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
-	out := map[string][]byte{}
+// dirSyncObjects reads the objects of the sync files below root/repoPath
+// of a -o directory; a directory that does not exist yet holds none.
+// Files are read as every input is: regular files only, below root,
+// bounded.
+func dirSyncObjects(outDir, repoPath string) ([]publish.Object, error) {
+	var out []publish.Object
 	root, err := os.OpenRoot(outDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
@@ -117,7 +116,7 @@ func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
 			if err != nil {
 				return err
 			}
-			out[filepath.ToSlash(p)] = data
+			out = append(out, publish.FileObjects(filepath.ToSlash(p), data)...)
 		}
 		return nil
 	})
@@ -128,18 +127,18 @@ func dirSyncFiles(outDir, repoPath string) (map[string][]byte, error) {
 // branch of --git, or the -o directory. An OCI artifact is replaced
 // whole, and its objects keep no history to migrate from: none.
 func (p *publishFlags) existingSyncNames(ctx context.Context, t publishTarget, repoPath string) (syncNames, error) {
-	var files map[string][]byte
+	var objs []publish.Object
 	var err error
 	switch {
 	case t.dir != "":
-		files, err = dirSyncFiles(p.out, repoPath)
+		objs, err = dirSyncObjects(p.out, repoPath)
 	case t.git != nil:
-		files, err = t.git.SyncFiles(ctx, t.gitOpts)
+		objs, err = t.git.SyncObjects(ctx, t.gitOpts)
 	default:
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return parseSyncNames(files), nil
+	return parseSyncNames(objs), nil
 }

@@ -8,6 +8,8 @@ import (
 	"path"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The Git sink's writer: one per (URL, branch), it serializes and batches
@@ -236,48 +238,55 @@ func (w *gitWriter) publishWithRetry(ctx context.Context, s *gitSink, edits []pa
 }
 
 // commitWithRetry commits and pushes edits, trying again on the new tip
-// when another writer moved the branch first.
+// when another writer moved the branch first, at most s.opts.MaxAttempts
+// times, waiting retryDelay between tries.
 func (w *gitWriter) commitWithRetry(ctx context.Context, st *gitStore, s *gitSink, edits []pathChange) (batchResult, error) {
-	var lastErr error
-	for attempt := 0; attempt < s.opts.MaxAttempts; attempt++ {
-		if attempt > 0 {
-			if err := sleepBackoff(ctx, s.opts.Backoff, attempt); err != nil {
-				return batchResult{}, err
-			}
-		}
-		res, err := commitAndPush(ctx, st, s, s.opts.Branch, edits)
-		if err == nil {
+	var res batchResult
+	attempts := 0
+	err := retryDelay(s.opts.Backoff).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		attempts++
+		var err error
+		if res, err = commitAndPush(ctx, st, s, s.opts.Branch, edits); err == nil {
 			if res.Changed {
 				w.git.stats.commits.Add(1)
 			}
-			return res, nil
+			return true, nil
 		}
-		lastErr = err
 		if ReasonOf(err) != ReasonConflict {
-			return batchResult{}, err
+			return false, err
 		}
 		w.git.stats.conflicts.Add(1)
 		if w.git.OnConflict != nil {
 			w.git.OnConflict()
 		}
+		if attempts >= s.opts.MaxAttempts {
+			return false, &Error{Reason: ReasonConflict, Op: "publish to", URL: redactURL(s.opts.URL),
+				Err: fmt.Errorf("branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.Branch, s.opts.MaxAttempts, errors.Unwrap(err))}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return batchResult{}, err
 	}
-	return batchResult{}, &Error{Reason: ReasonConflict, Op: "publish to", URL: redactURL(s.opts.URL),
-		Err: fmt.Errorf("branch %s: gave up after %d attempts, other writers kept moving the branch: %w", s.opts.Branch, s.opts.MaxAttempts, errors.Unwrap(lastErr))}
+	return res, nil
 }
 
-// sleepBackoff waits a full-jitter exponential backoff: a random duration
-// in [0, min(base*2^attempt, 2s)).
-func sleepBackoff(ctx context.Context, base time.Duration, attempt int) error {
-	limit := base << min(attempt, 10)
-	if limit > 2*time.Second {
-		limit = 2 * time.Second
-	}
-	t := time.NewTimer(rand.N(limit) + time.Millisecond) //nolint:gosec // jitter, not security
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// retryDelay is the wait before each try of a commit after the first: a
+// full-jitter exponential backoff, a random duration in
+// [0, min(base·2^try, base·2^10, 2s)) and a millisecond. Writers that
+// collided spread out at once rather than colliding again in step.
+func retryDelay(base time.Duration) wait.DelayFunc {
+	limit := retryLimits(base)
+	return func() time.Duration {
+		return rand.N(limit()) + time.Millisecond //nolint:gosec // jitter, not security
 	}
 }
+
+// retryLimits is the upper end of retryDelay's range before each try
+// after the first: base·2^try, doubling nine times at most, capped.
+func retryLimits(base time.Duration) wait.DelayFunc {
+	return wait.Backoff{Duration: min(2*base, maxRetryDelay), Factor: 2, Steps: 9, Cap: maxRetryDelay}.DelayFunc()
+}
+
+// maxRetryDelay bounds retryDelay's range.
+const maxRetryDelay = 2 * time.Second

@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // fileLock is an exclusive flock(2) on a file: held by one open file
@@ -23,6 +25,12 @@ type fileLock struct {
 // lockPoll bounds the wait between two tries of a lock that is taken.
 const lockPoll = 20 * time.Millisecond
 
+// lockBackoff is the wait between two tries of a lock that is taken:
+// 1ms, doubling up to lockPoll (wait.Backoff stops doubling at its cap).
+func lockBackoff() wait.DelayFunc {
+	return wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: lockPoll}.DelayFunc()
+}
+
 // acquireFileLock takes the lock on path (creating the file), waiting as
 // long as ctx allows.
 func acquireFileLock(ctx context.Context, path string) (*fileLock, error) {
@@ -30,26 +38,24 @@ func acquireFileLock(ctx context.Context, path string) (*fileLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
-	wait := time.Millisecond
-	for {
+	err = lockBackoff().Until(ctx, true, true, func(context.Context) (bool, error) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return &fileLock{f: f}, nil
+			return true, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			return false, fmt.Errorf("lock %s: %w", path, err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			_ = f.Close()
-			return nil, fmt.Errorf("wait for lock %s: %w", path, ctx.Err())
+		return false, nil
+	})
+	if err != nil {
+		_ = f.Close()
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("wait for lock %s: %w", path, err)
 		}
-		wait = min(wait*2, lockPoll)
+		return nil, err
 	}
+	return &fileLock{f: f}, nil
 }
 
 // release drops the lock.

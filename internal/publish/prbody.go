@@ -3,19 +3,14 @@ package publish
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"path"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
-	"sigs.k8s.io/yaml"
 
-	"github.com/scribe-gitops/scribe/internal/yamlstream"
+	"github.com/scribe-gitops/scribe/internal/textcut"
 )
 
 // MaxProposalBody is the most bytes a pull request body holds: GitHub
@@ -83,14 +78,7 @@ func (p ProposalBody) String() string {
 	body = p.render(rows, p.Evidence)
 	if over := len(body) - MaxProposalBody; over > 0 {
 		const note = "\n… (cut to fit the pull request; the full evidence is in the custom resource's status)"
-		keep := len(p.Evidence) - over - len(note)
-		if keep < 0 {
-			keep = 0
-		}
-		for keep > 0 && !utf8.RuneStart(p.Evidence[keep]) {
-			keep--
-		}
-		body = p.render(rows, p.Evidence[:keep]+note)
+		body = p.render(rows, textcut.Prefix(p.Evidence, len(p.Evidence)-over-len(note))+note)
 	}
 	return body
 }
@@ -157,11 +145,11 @@ func (p ProposalBody) render(rows int, evidence string) string {
 // content changed.
 func objectDiff(st *gitStore, objs *memory.ObjectStorage, oldTree, newTree plumbing.Hash, dir string, weights WeightsFunc) ([]ObjectChange, error) {
 	src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: objs}
-	before, err := treeObjects(src, oldTree, dir)
+	before, err := renderedObjects(src, oldTree, dir)
 	if err != nil {
 		return nil, err
 	}
-	after, err := treeObjects(src, newTree, dir)
+	after, err := renderedObjects(src, newTree, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -200,91 +188,22 @@ type renderedDoc struct {
 	doc  []byte
 }
 
-// treeObjects reads the Kubernetes objects of the files below dir and of
-// dir.sync.yaml in root. Files that hold no object (kustomization.yaml,
-// .scribe.json) are left out.
-func treeObjects(src layeredStorer, root plumbing.Hash, dir string) (map[renderedKey]renderedDoc, error) {
-	out := map[renderedKey]renderedDoc{}
-	cache := map[plumbing.Hash]*object.Tree{}
-	files := map[string]plumbing.Hash{}
-	if h, err := lookupPath(src, cache, root, dir+".sync.yaml"); err != nil {
-		return nil, err
-	} else if !h.IsZero() {
-		files[dir+".sync.yaml"] = h
-	}
-	h, err := lookupPath(src, cache, root, dir)
+// renderedObjects reads the Kubernetes objects of the files below dir and
+// of dir.sync.yaml in root, by identity. Files that hold no object
+// (kustomization.yaml, .scribe.json) are left out.
+func renderedObjects(src layeredStorer, root plumbing.Hash, dir string) (map[renderedKey]renderedDoc, error) {
+	objs, err := treeObjects(src, root, []string{dir + ".sync.yaml", dir}, func(file string) bool {
+		base := path.Base(file)
+		return base != "kustomization.yaml" && base != ".scribe.json"
+	}, 16<<20)
 	if err != nil {
 		return nil, err
 	}
-	if !h.IsZero() {
-		t, err := object.GetTree(src, h)
-		if err != nil {
-			return nil, err
-		}
-		walker := object.NewTreeWalker(t, true, nil)
-		for {
-			name, e, err := walker.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				walker.Close()
-				return nil, err
-			}
-			if e.Mode != filemode.Dir {
-				files[dir+"/"+name] = e.Hash
-			}
-		}
-		walker.Close()
-	}
-	for file, h := range files {
-		base := path.Base(file)
-		if base == "kustomization.yaml" || base == ".scribe.json" {
-			continue
-		}
-		blob, err := object.GetBlob(src, h)
-		if err != nil {
-			return nil, err
-		}
-		rd, err := blob.Reader()
-		if err != nil {
-			return nil, err
-		}
-		data, err := io.ReadAll(io.LimitReader(rd, 16<<20))
-		_ = rd.Close()
-		if err != nil {
-			return nil, err
-		}
-		for _, doc := range splitDocs(data) {
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name      string `json:"name"`
-					Namespace string `json:"namespace"`
-				} `json:"metadata"`
-			}
-			if yamlstream.CheckDecodedSize(doc, yamlstream.MaxDecodedSize) != nil {
-				continue // read from the repository: whoever wrote it, it expands no further
-			}
-			if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind == "" || meta.Metadata.Name == "" {
-				continue
-			}
-			out[renderedKey{meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name}] = renderedDoc{file: file, doc: doc}
+	out := map[renderedKey]renderedDoc{}
+	for _, o := range objs {
+		if o.Kind != "" && o.Name != "" {
+			out[renderedKey{o.Kind, o.Namespace, o.Name}] = renderedDoc{file: o.File, doc: o.Doc}
 		}
 	}
 	return out, nil
-}
-
-// splitDocs returns the non-empty documents of a YAML stream, cut by the
-// one rule every reader of Scribe uses (yamlstream.Split); a stream that
-// cannot be cut is read up to its faulty document.
-func splitDocs(data []byte) [][]byte {
-	docs, _ := yamlstream.Split(data)
-	out := make([][]byte, 0, len(docs))
-	for _, d := range docs {
-		if len(bytes.TrimSpace(d.Data)) > 0 {
-			out = append(out, d.Data)
-		}
-	}
-	return out
 }
