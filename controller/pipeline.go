@@ -326,10 +326,12 @@ func StageWorkloadSpec(p *scribev1.Pipeline, stage scribev1.PipelineStage, admit
 
 // promotionEvidence is evidence with, in front, what the version rolling
 // out showed in the previous stage of its Pipeline, for the first step of
-// its rollout in this stage (the annotations the Pipeline sets).
-func promotionEvidence(w *scribev1.Workload, evidence string) string {
+// its rollout in this stage (the annotations the Pipeline sets). Only
+// trusted annotations count: the Pipeline's, as DecidePipelineGate found
+// them; anyone else's are ignored.
+func promotionEvidence(w *scribev1.Workload, trusted bool, evidence string) string {
 	v, ev := w.Annotations[PromotedVersionAnnotation], w.Annotations[PromotionEvidenceAnnotation]
-	if v == "" || ev == "" || v != w.Status.CanaryVersion || w.Status.Step != 0 {
+	if !trusted || v == "" || ev == "" || v != w.Status.CanaryVersion || w.Status.Step != 0 {
 		return evidence
 	}
 	return strings.TrimSpace("Promoted from the previous stage: " + ev + "\n\n" + evidence)

@@ -292,18 +292,20 @@ func TestPromotionEvidenceGoesIntoTheFirstStepOfThePromotedVersionOnly(t *testin
 		PromotedVersionAnnotation: "v2", PromotionEvidenceAnnotation: "v2 was stable and healthy in stage dev",
 	}}}
 	for _, tc := range []struct {
-		canary string
-		step   int32
-		want   string
+		canary  string
+		step    int32
+		trusted bool
+		want    string
 	}{
-		{"v2", 0, "Promoted from the previous stage: v2 was stable and healthy in stage dev\n\nstep evidence"},
-		{"v2", 1, "step evidence"},
-		{"v3", 0, "step evidence"},
-		{"", -1, "step evidence"},
+		{"v2", 0, true, "Promoted from the previous stage: v2 was stable and healthy in stage dev\n\nstep evidence"},
+		{"v2", 0, false, "step evidence"}, // not the Pipeline's annotations
+		{"v2", 1, true, "step evidence"},
+		{"v3", 0, true, "step evidence"},
+		{"", -1, true, "step evidence"},
 	} {
 		w.Status.CanaryVersion, w.Status.Step = tc.canary, tc.step
-		if got := promotionEvidence(w, "step evidence"); got != tc.want {
-			t.Errorf("canary %s step %d: %q, want %q", tc.canary, tc.step, got, tc.want)
+		if got := promotionEvidence(w, tc.trusted, "step evidence"); got != tc.want {
+			t.Errorf("canary %s step %d trusted %v: %q, want %q", tc.canary, tc.step, tc.trusted, got, tc.want)
 		}
 	}
 }
