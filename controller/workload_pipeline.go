@@ -118,4 +118,3 @@ func stageDigests(p *scribev1.Pipeline) string {
 	}
 	return out
 }
-
