@@ -224,7 +224,7 @@ func from(upstream *scribev1.PipelineStageStatus) string {
 func pipelineMarks(p *scribev1.Pipeline, st *scribev1.PipelineStatus, stages map[string]*scribev1.Workload) []Mark {
 	for _, s := range st.Stages {
 		w := stages[s.Name]
-		if w != nil && w.Labels[PipelineLabel] != p.Name {
+		if w != nil && !metav1.IsControlledBy(w, p) {
 			return []Mark{
 				markStalled(ReasonStageConflict, "Workload %s of stage %s exists and does not belong to this Pipeline", w.Name, s.Name),
 				markNotReady(ReasonStageConflict, "Workload %s of stage %s exists and does not belong to this Pipeline", w.Name, s.Name),

@@ -32,16 +32,18 @@ type stageWL struct {
 	rolledBack     string
 	stalled        string // Stalled=True with this message
 	unobserved     bool   // its spec changed since it last reconciled
-	foreign        bool   // not labelled as the Pipeline's
+	foreign        bool   // not the Pipeline's (no label, no owner reference)
 	failedCheck    bool
 }
 
 func (s stageWL) workload(stage string) *scribev1.Workload {
 	w := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "web-" + stage, Namespace: "apps", Generation: 2,
 		Labels: map[string]string{PipelineLabel: "web", StageLabel: stage}}}
+	controller := true
+	w.OwnerReferences = []metav1.OwnerReference{{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.PipelineKind, Name: "web", Controller: &controller}}
 	w.Spec = *web("v1")
 	if s.foreign {
-		w.Labels = nil
+		w.Labels, w.OwnerReferences = nil, nil
 	}
 	w.Status.ObservedGeneration = 2
 	if s.unobserved {

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -137,7 +138,7 @@ func (f *fixture) bindPipelineWorkloadPolicy(t *testing.T) (unbind func()) {
 
 // refusedByPolicy says err is the admission policy's refusal.
 func refusedByPolicy(err error) bool {
-	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "written by Scribe's controller only")
+	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "by Scribe's controller only")
 }
 
 // tenantEdit changes the Workload name as the tenant, again on a conflict
@@ -293,13 +294,14 @@ func TestStandaloneWorkloadWithForgedPromotionAnnotationsCommitsNoPromotionClaim
 		return w.Status.Phase == scribev1.WorkloadHealthy && w.Status.StableVersion == "v1"
 	})
 
-	if _, err := f.tenantEdit(tenant, "web", func(w *scribev1.Workload) {
+	edited, err := f.tenantEdit(tenant, "web", func(w *scribev1.Workload) {
 		w.Spec.Versions = append(w.Spec.Versions, version("v2"))
 		w.Annotations = map[string]string{
 			controller.PromotedVersionAnnotation:   "v2",
-			controller.PromotionEvidenceAnnotation: "v2 was stable and healthy in stage prod-eu (forged)",
+			controller.PromotionEvidenceAnnotation: "v2 was stable and healthy in stage prod-eu (trust me)",
 		}
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	step := f.waitWorkload(t, "v2's first step committed", func(w *scribev1.Workload) bool {
@@ -309,10 +311,10 @@ func TestStandaloneWorkloadWithForgedPromotionAnnotationsCommitsNoPromotionClaim
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(msg, "v2") {
-		t.Fatalf("commit %s is not v2's step:\n%s", step.Status.Revision, msg)
+	if !strings.Contains(msg, fmt.Sprintf("Scribe-Generation: %d\n", edited.Generation)) {
+		t.Fatalf("commit %s is not of the tenant's change (generation %d):\n%s", step.Status.Revision, edited.Generation, msg)
 	}
-	for _, claim := range []string{"Promoted from the previous stage", "forged"} {
+	for _, claim := range []string{"Promoted from the previous stage", "trust me"} {
 		if strings.Contains(msg, claim) {
 			t.Errorf("the commit message carries %q:\n%s", claim, msg)
 		}
