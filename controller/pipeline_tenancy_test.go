@@ -254,6 +254,7 @@ func TestPipelineOwnedWorkloadChangedByATenantIsNeverCommitted(t *testing.T) {
 
 	// A Workload taken from its Pipeline (owner reference removed) and
 	// changed is held back for good: Stalled, saying why.
+	owners := f.stageWorkload(t, "prod").OwnerReferences
 	if _, err := f.tenantEdit(tenant, "web-prod", func(w *scribev1.Workload) {
 		w.OwnerReferences = nil
 		w.Spec.Versions[0].Image = unverified
@@ -275,6 +276,22 @@ func TestPipelineOwnedWorkloadChangedByATenantIsNeverCommitted(t *testing.T) {
 		c := apimeta.FindStatusCondition(p.Status.Conditions, scribev1.StalledCondition)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == controller.ReasonStageConflict
 	})
+
+	// Given back to its Pipeline, the Workload is written again (v1's
+	// verified image) and published; the hold is released.
+	if _, err := f.tenantEdit(tenant, "web-prod", func(w *scribev1.Workload) { w.OwnerReferences = owners }); err != nil {
+		t.Fatal(err)
+	}
+	w = prod.drive(t, "written again and published", func(w *scribev1.Workload) bool {
+		return w.Spec.Versions[0].Image == version("v1").Image && w.Status.ObservedGeneration == w.Generation &&
+			apimeta.IsStatusConditionTrue(w.Status.Conditions, scribev1.ReadyCondition)
+	})
+	if c := apimeta.FindStatusCondition(w.Status.Conditions, scribev1.StalledCondition); c != nil {
+		t.Errorf("still %+v", c)
+	}
+	if f.everCommitted(t, unverified) {
+		t.Fatal("the tenant's unverified image was committed")
+	}
 }
 
 // Promotion annotations a tenant writes on its own Workload are not the

@@ -120,6 +120,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload
 		r.holdBack(w, gate)
 		return ctrl.Result{}, nil
 	}
+	releaseHold(w)
 	w.Status.ObservedGeneration = w.Generation
 	if w.Status.Phase == "" {
 		w.Status.Phase = scribev1.WorkloadPending

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,12 +76,20 @@ func claimingPipeline(ctx context.Context, c client.Reader, w *scribev1.Workload
 func (r *WorkloadReconciler) holdBack(w *scribev1.Workload, gate PipelineGate) {
 	marks := []Mark{markNotReady(ReasonNotWrittenByPipeline, "%s", gate.Message)}
 	if gate.Stalled {
-		marks = append(marks, markStalled(ReasonNotWrittenByPipeline, "%s", gate.Message), unmark(scribev1.ReconcilingCondition))
+		marks = append(marks, markStalled(ReasonNotWrittenByPipeline, "%s", gate.Message))
 	} else {
-		marks = append(marks, markReconciling(ReasonNotWrittenByPipeline, "%s", gate.Message), unmark(scribev1.StalledCondition))
+		marks = append(marks, markReconciling(ReasonNotWrittenByPipeline, "%s", gate.Message))
 	}
 	applyMarks(w, marks)
 	r.event(w, "Warning", ReasonNotWrittenByPipeline, "not published: %s", gate.Message)
+}
+
+// releaseHold removes the Stalled condition holdBack set, once w is
+// published again (the rollout's own conditions replace the rest).
+func releaseHold(w *scribev1.Workload) {
+	if c := apimeta.FindStatusCondition(w.Status.Conditions, scribev1.StalledCondition); c != nil && c.Reason == ReasonNotWrittenByPipeline {
+		applyMarks(w, []Mark{unmark(scribev1.StalledCondition)})
+	}
 }
 
 // watchPipelineWrites reconciles a Pipeline's stage Workloads when the
