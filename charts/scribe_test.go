@@ -103,6 +103,26 @@ func TestChartRenders(t *testing.T) {
 				}
 			}
 		}},
+		{"defaults render the Pipeline-owned Workloads' admission policy, exempting the release's ServiceAccount", map[string]any{"serviceAccount": map[string]any{"name": "scribe-sa"}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			policy := named(objs, "ValidatingAdmissionPolicy", releaseName+"-pipeline-workloads")
+			binding := named(objs, "ValidatingAdmissionPolicyBinding", releaseName+"-pipeline-workloads")
+			if policy == nil || binding == nil {
+				t.Fatalf("policy %v, binding %v", policy != nil, binding != nil)
+			}
+			if name, _, _ := unstructured.NestedString(binding.Object, "spec", "policyName"); name != policy.GetName() {
+				t.Errorf("the binding binds %q, not %s", name, policy.GetName())
+			}
+			conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+			y, _ := yaml.Marshal(conds)
+			if !strings.Contains(string(y), "system:serviceaccount:"+releaseNS+":scribe-sa") || strings.Contains(string(y), "scribe-system:scribe-controller") {
+				t.Errorf("match conditions do not exempt the release's account (only):\n%s", y)
+			}
+		}},
+		{"admissionPolicy.enabled=false renders no admission policy", map[string]any{"admissionPolicy": map[string]any{"enabled": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if n := len(byKind(objs, "ValidatingAdmissionPolicy")) + len(byKind(objs, "ValidatingAdmissionPolicyBinding")); n != 0 {
+				t.Errorf("%d admission policy objects rendered", n)
+			}
+		}},
 		{"crds.install=false renders no CRD", map[string]any{"crds": map[string]any{"install": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			if n := len(byKind(objs, "CustomResourceDefinition")); n != 0 {
 				t.Errorf("%d CRDs rendered", n)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,10 +32,12 @@ const (
 
 // clusterScoped are the kinds config/default may hold outside a namespace.
 var clusterScoped = map[string]bool{
-	"Namespace":                true,
-	"CustomResourceDefinition": true,
-	"ClusterRole":              true,
-	"ClusterRoleBinding":       true,
+	"Namespace":                        true,
+	"CustomResourceDefinition":         true,
+	"ClusterRole":                      true,
+	"ClusterRoleBinding":               true,
+	"ValidatingAdmissionPolicy":        true,
+	"ValidatingAdmissionPolicyBinding": true,
 }
 
 // build runs `kustomize build config/default` and returns its objects.
@@ -260,6 +263,34 @@ func TestDefaultDeploymentIsRestricted(t *testing.T) {
 	}
 	if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 		t.Errorf("Deployment selector %v does not match its template labels %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+	}
+}
+
+// TestDefaultPipelineWorkloadPolicyExemptsTheControllersAccount: the
+// admission policy that keeps Pipeline-owned Workloads the Pipeline's is
+// bound (Deny) and lets through exactly the account the controller runs
+// as, so the controller's own writes pass and nobody else's do.
+func TestDefaultPipelineWorkloadPolicyExemptsTheControllersAccount(t *testing.T) {
+	objs := build(t)
+	var d appsv1.Deployment
+	find(t, objs, "Deployment", namespace, deploymentName, &d)
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	find(t, objs, "ValidatingAdmissionPolicy", "", "scribe-pipeline-workloads", &policy)
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	find(t, objs, "ValidatingAdmissionPolicyBinding", "", "scribe-pipeline-workloads", &binding)
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v does not deny by policy %s", binding.Spec, policy.Name)
+	}
+	account := "'system:serviceaccount:" + namespace + ":" + d.Spec.Template.Spec.ServiceAccountName + "'"
+	exempt := ""
+	for _, c := range policy.Spec.MatchConditions {
+		exempt += c.Expression
+	}
+	if !strings.Contains(exempt, account) {
+		t.Errorf("the policy's match conditions %q do not exempt the controller's account %s", exempt, account)
+	}
+	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Error("the policy does not fail closed")
 	}
 }
 

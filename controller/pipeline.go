@@ -224,7 +224,7 @@ func from(upstream *scribev1.PipelineStageStatus) string {
 func pipelineMarks(p *scribev1.Pipeline, st *scribev1.PipelineStatus, stages map[string]*scribev1.Workload) []Mark {
 	for _, s := range st.Stages {
 		w := stages[s.Name]
-		if w != nil && w.Labels[PipelineLabel] != p.Name {
+		if w != nil && !metav1.IsControlledBy(w, p) {
 			return []Mark{
 				markStalled(ReasonStageConflict, "Workload %s of stage %s exists and does not belong to this Pipeline", w.Name, s.Name),
 				markNotReady(ReasonStageConflict, "Workload %s of stage %s exists and does not belong to this Pipeline", w.Name, s.Name),
@@ -326,10 +326,12 @@ func StageWorkloadSpec(p *scribev1.Pipeline, stage scribev1.PipelineStage, admit
 
 // promotionEvidence is evidence with, in front, what the version rolling
 // out showed in the previous stage of its Pipeline, for the first step of
-// its rollout in this stage (the annotations the Pipeline sets).
-func promotionEvidence(w *scribev1.Workload, evidence string) string {
+// its rollout in this stage (the annotations the Pipeline sets). Only
+// trusted annotations count: the Pipeline's, as DecidePipelineGate found
+// them; anyone else's are ignored.
+func promotionEvidence(w *scribev1.Workload, trusted bool, evidence string) string {
 	v, ev := w.Annotations[PromotedVersionAnnotation], w.Annotations[PromotionEvidenceAnnotation]
-	if v == "" || ev == "" || v != w.Status.CanaryVersion || w.Status.Step != 0 {
+	if !trusted || v == "" || ev == "" || v != w.Status.CanaryVersion || w.Status.Step != 0 {
 		return evidence
 	}
 	return strings.TrimSpace("Promoted from the previous stage: " + ev + "\n\n" + evidence)

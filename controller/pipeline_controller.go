@@ -92,7 +92,7 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, p *scribev1.Pipeline
 		}
 	}
 	for i, s := range p.Spec.Stages {
-		if err := r.ensureStage(ctx, p, i, s, stages[s.Name]); err != nil {
+		if err := r.ensureStage(ctx, p, patcher, i, s, stages[s.Name]); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -128,8 +128,10 @@ func (r *PipelineReconciler) stageWorkloads(ctx context.Context, p *scribev1.Pip
 }
 
 // ensureStage makes the stage's Workload carry the template up to the
-// stage's admitted version, with the previous stage's evidence for it.
-func (r *PipelineReconciler) ensureStage(ctx context.Context, p *scribev1.Pipeline, i int, stage scribev1.PipelineStage, w *scribev1.Workload) error {
+// stage's admitted version, with the previous stage's evidence for it, and
+// records the digest of what it wrote (PipelineWrite) in the stage's
+// status, without which the Workload is not published (DecidePipelineGate).
+func (r *PipelineReconciler) ensureStage(ctx context.Context, p *scribev1.Pipeline, patcher *statusPatcher, i int, stage scribev1.PipelineStage, w *scribev1.Workload) error {
 	s := p.Status.Stages[i]
 	if w != nil && !metav1.IsControlledBy(w, p) {
 		return nil // reported by DecidePipeline (StageConflict)
@@ -142,15 +144,17 @@ func (r *PipelineReconciler) ensureStage(ctx context.Context, p *scribev1.Pipeli
 	if v := p.Labels[ShardLabel]; v != "" {
 		labels[ShardLabel] = v
 	}
-	annotations := map[string]string{}
+	// The promotion annotations are exactly the Pipeline's: evidence for
+	// the version admitted, or none.
+	promotion := map[string]string{}
 	if i > 0 {
 		if up := p.Status.Stages[i-1]; up.Verified == s.Admitted && up.Evidence != "" {
-			annotations[PromotedVersionAnnotation] = s.Admitted
-			annotations[PromotionEvidenceAnnotation] = up.Evidence
+			promotion[PromotedVersionAnnotation] = s.Admitted
+			promotion[PromotionEvidenceAnnotation] = up.Evidence
 		}
 	}
 	if w == nil {
-		w = &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: StageWorkloadName(p.Name, stage.Name), Labels: labels, Annotations: annotations}, Spec: spec}
+		w = &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: StageWorkloadName(p.Name, stage.Name), Labels: labels, Annotations: promotion}, Spec: spec}
 		if err := controllerutil.SetControllerReference(p, w, r.Client.Scheme()); err != nil {
 			return fmt.Errorf("own the Workload of stage %s: %w", stage.Name, err)
 		}
@@ -158,7 +162,7 @@ func (r *PipelineReconciler) ensureStage(ctx context.Context, p *scribev1.Pipeli
 			return fmt.Errorf("create the Workload of stage %s: %w", stage.Name, err)
 		}
 		log.FromContext(ctx).Info("stage workload created", "stage", stage.Name, "version", s.Admitted)
-		return nil
+		return r.recordWrite(ctx, p, patcher, i, w)
 	}
 	want := w.DeepCopy()
 	want.Spec = spec
@@ -166,19 +170,43 @@ func (r *PipelineReconciler) ensureStage(ctx context.Context, p *scribev1.Pipeli
 		want.Labels = map[string]string{}
 	}
 	maps.Copy(want.Labels, labels)
-	if len(annotations) > 0 {
-		if want.Annotations == nil {
-			want.Annotations = map[string]string{}
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	for _, k := range []string{PromotedVersionAnnotation, PromotionEvidenceAnnotation} {
+		if v, ok := promotion[k]; ok {
+			want.Annotations[k] = v
+		} else {
+			delete(want.Annotations, k)
 		}
-		maps.Copy(want.Annotations, annotations)
 	}
 	if equality.Semantic.DeepEqual(want.Spec, w.Spec) && equality.Semantic.DeepEqual(want.Labels, w.Labels) && equality.Semantic.DeepEqual(want.Annotations, w.Annotations) {
-		return nil
+		return r.recordWrite(ctx, p, patcher, i, w)
 	}
 	if err := r.Client.Update(ctx, want); err != nil {
 		return fmt.Errorf("update the Workload of stage %s: %w", stage.Name, err)
 	}
 	log.FromContext(ctx).Info("stage workload updated", "stage", stage.Name, "version", s.Admitted)
+	return r.recordWrite(ctx, p, patcher, i, want)
+}
+
+// recordWrite records in stage i's status the digest of w, as the API
+// server returned it to the Pipeline's write (or as the Pipeline found it,
+// already what it would write). It is saved at once: the stage's Workload
+// waits for it.
+func (r *PipelineReconciler) recordWrite(ctx context.Context, p *scribev1.Pipeline, patcher *statusPatcher, i int, w *scribev1.Workload) error {
+	digest, err := PipelineWrite(w)
+	if err != nil {
+		return err
+	}
+	st := &p.Status.Stages[i]
+	if st.WorkloadDigest == digest {
+		return nil
+	}
+	st.WorkloadDigest = digest
+	if err := patchObject(ctx, patcher, p); err != nil {
+		return fmt.Errorf("record what the Pipeline wrote to stage %s: %w", st.Name, err)
+	}
 	return nil
 }
 

@@ -32,16 +32,18 @@ type stageWL struct {
 	rolledBack     string
 	stalled        string // Stalled=True with this message
 	unobserved     bool   // its spec changed since it last reconciled
-	foreign        bool   // not labelled as the Pipeline's
+	foreign        bool   // not the Pipeline's (no label, no owner reference)
 	failedCheck    bool
 }
 
 func (s stageWL) workload(stage string) *scribev1.Workload {
 	w := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "web-" + stage, Namespace: "apps", Generation: 2,
 		Labels: map[string]string{PipelineLabel: "web", StageLabel: stage}}}
+	controller := true
+	w.OwnerReferences = []metav1.OwnerReference{{APIVersion: scribev1.GroupVersion.String(), Kind: scribev1.PipelineKind, Name: "web", Controller: &controller}}
 	w.Spec = *web("v1")
 	if s.foreign {
-		w.Labels = nil
+		w.Labels, w.OwnerReferences = nil, nil
 	}
 	w.Status.ObservedGeneration = 2
 	if s.unobserved {
@@ -292,18 +294,20 @@ func TestPromotionEvidenceGoesIntoTheFirstStepOfThePromotedVersionOnly(t *testin
 		PromotedVersionAnnotation: "v2", PromotionEvidenceAnnotation: "v2 was stable and healthy in stage dev",
 	}}}
 	for _, tc := range []struct {
-		canary string
-		step   int32
-		want   string
+		canary  string
+		step    int32
+		trusted bool
+		want    string
 	}{
-		{"v2", 0, "Promoted from the previous stage: v2 was stable and healthy in stage dev\n\nstep evidence"},
-		{"v2", 1, "step evidence"},
-		{"v3", 0, "step evidence"},
-		{"", -1, "step evidence"},
+		{"v2", 0, true, "Promoted from the previous stage: v2 was stable and healthy in stage dev\n\nstep evidence"},
+		{"v2", 0, false, "step evidence"}, // not the Pipeline's annotations
+		{"v2", 1, true, "step evidence"},
+		{"v3", 0, true, "step evidence"},
+		{"", -1, true, "step evidence"},
 	} {
 		w.Status.CanaryVersion, w.Status.Step = tc.canary, tc.step
-		if got := promotionEvidence(w, "step evidence"); got != tc.want {
-			t.Errorf("canary %s step %d: %q, want %q", tc.canary, tc.step, got, tc.want)
+		if got := promotionEvidence(w, tc.trusted, "step evidence"); got != tc.want {
+			t.Errorf("canary %s step %d trusted %v: %q, want %q", tc.canary, tc.step, tc.trusted, got, tc.want)
 		}
 	}
 }

@@ -28,6 +28,16 @@ import (
 // the controller and waits for them to be Ready; stop stops the controller.
 func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit func(stage string, r *scribev1.Repository)) (stop func()) {
 	t.Helper()
+	f.createPipelineRepositories(t, stages, edit)
+	stop = startController(t, f.e, f.ns)
+	f.waitRepositoriesReady(t, stages)
+	return stop
+}
+
+// createPipelineRepositories creates one Repository per stage on the
+// fixture's git server (clusters/<stage>), edits applied to each.
+func (f *fixture) createPipelineRepositories(t *testing.T, stages []string, edit func(stage string, r *scribev1.Repository)) {
+	t.Helper()
 	for _, s := range stages {
 		r := f.repo.DeepCopy()
 		r.Name = s
@@ -39,7 +49,11 @@ func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit 
 			t.Fatal(err)
 		}
 	}
-	stop = startController(t, f.e, f.ns)
+}
+
+// waitRepositoriesReady waits for the stages' Repositories to be Ready.
+func (f *fixture) waitRepositoriesReady(t *testing.T, stages []string) {
+	t.Helper()
 	for _, s := range stages {
 		waitFor(t, "Repository "+s+" Ready", func() (bool, string) {
 			r := &scribev1.Repository{}
@@ -50,7 +64,6 @@ func (f *fixture) startPipelineRepositories(t *testing.T, stages []string, edit 
 			return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprint(c)
 		})
 	}
-	return stop
 }
 
 // webPipeline is a Pipeline "web" over versions whose template canaries

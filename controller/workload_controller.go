@@ -48,6 +48,7 @@ type WorkloadReconciler struct {
 // +kubebuilder:rbac:groups=scribe.dev,resources=workloads,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=scribe.dev,resources=workloads/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=scribe.dev,resources=workloads/finalizers,verbs=update
+// +kubebuilder:rbac:groups=scribe.dev,resources=pipelines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
@@ -85,6 +86,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(syncOwner(scribev1.WorkloadKind)))
 		r.watched[scribev1.ApplierArgoCD] = true
 	}
+	b = watchPipelineWrites(b, pred)
 	b = watchRoutes(mgr, b)
 	return b.Complete(r)
 }
@@ -108,6 +110,17 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 // reconcile resolves the Workload's Repository and walks the rollout.
 func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher) (ctrl.Result, error) {
+	gate, err := r.pipelineGate(ctx, w)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !gate.Publish {
+		// Held back, its generation not observed: its Pipeline reads it as
+		// not having acted on its spec.
+		r.holdBack(w, gate)
+		return ctrl.Result{}, nil
+	}
+	releaseHold(w)
 	w.Status.ObservedGeneration = w.Generation
 	if w.Status.Phase == "" {
 		w.Status.Phase = scribev1.WorkloadPending
@@ -120,7 +133,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, w *scribev1.Workload
 	if err := checkPullRequests(w, t); err != nil {
 		return r.fail(w, err)
 	}
-	return r.progress(ctx, w, patcher, t)
+	return r.progress(ctx, w, patcher, t, gate.TrustPromotion)
 }
 
 // fail records err in the Workload's conditions by the shared table.
@@ -131,7 +144,9 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 // progress walks the rollout: DecideRollout (rollout.go) decides, and
 // progress carries out each action it asks for, records what it saw and
 // asks again, until the decision is to wait.
-func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher, t *Target) (ctrl.Result, error) {
+// Promotion evidence goes into its commits and pull requests only when
+// trusted (DecidePipelineGate).
+func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher, t *Target, trusted bool) (ctrl.Result, error) {
 	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(),
 		FirstIntent: len(w.Status.Traffic) == 0 && w.Status.StableVersion == "" && w.Status.Revision == ""}
 	if r.watched[t.Applier.Kind()] {
@@ -170,7 +185,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 					return r.fail(w, err)
 				}
 				bundle = full
-				job.Change, job.Sync = change(w, bundle), bundle.Sync
+				job.Change, job.Sync = change(w, bundle, trusted), bundle.Sync
 			}
 			switch act.Kind {
 			case RolloutCommit:
@@ -180,7 +195,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 				}
 				job.CommitTo = to
 			case RolloutPropose:
-				job.Evidence = promotionEvidence(w, st.Evidence)
+				job.Evidence = promotionEvidence(w, trusted, st.Evidence)
 			}
 			d, err := r.Publisher.deliver(ctx, DeliveryStepKind(act.Kind), job)
 			if err != nil {
@@ -222,10 +237,10 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 }
 
 // change is the commit of w's render: its message says why (a rollback)
-// and what the previous step showed.
-func change(w *scribev1.Workload, bundle *render.Bundle) publish.Change {
+// and what the previous step showed (and, trusted, the previous stage).
+func change(w *scribev1.Workload, bundle *render.Bundle, trusted bool) publish.Change {
 	c := publish.ChangeFor(bundle)
-	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + promotionEvidence(w, w.Status.Evidence))
+	c.Reason = strings.TrimSpace(w.Status.Message + "\n\n" + promotionEvidence(w, trusted, w.Status.Evidence))
 	c.Summary = workloadSummary(w)
 	return c
 }

@@ -74,6 +74,14 @@ type PipelineStageStatus struct {
 	// +optional
 	Workload string `json:"workload,omitempty"`
 
+	// WorkloadDigest is the digest of the spec and promotion annotations
+	// the Pipeline last wrote to the stage's Workload, as the API server
+	// stored them. The Workload is rendered and committed only while its
+	// own match it: a change the Pipeline did not make is never
+	// published, and its promotion evidence is trusted only then.
+	// +optional
+	WorkloadDigest string `json:"workloadDigest,omitempty"`
+
 	// Admitted is the newest version the pipeline let into the stage: the
 	// newest template version for the first stage, the last version the
 	// previous stage verified for the others. It is saved before the

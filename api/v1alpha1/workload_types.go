@@ -20,6 +20,11 @@ type WorkloadSpec struct {
 
 	// Versions of the service. The last entry is the newest; adding an entry
 	// starts a rollout to it, removing one decommissions it.
+	//
+	// At most 8: a rollout runs two versions at once and a drained one
+	// stays until it is decommissioned, so 8 leaves room for several
+	// rollouts in a row while bounding what one Workload renders (a
+	// Deployment, Service and route backend per version it still runs).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
