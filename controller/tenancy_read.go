@@ -72,7 +72,7 @@ func DefaultApplierNamespaces() []string { return []string{"flux-system", "argoc
 func (r *Resolver) checkOwnSource(ctx context.Context, repo *scribev1.Repository, in render.Applier, remote string) error {
 	u := &unstructured.Unstructured{}
 	var paths [][]string
-	what := ""
+	var what string
 	switch {
 	case in.Kind == scribev1.ApplierArgoCD:
 		u.SetGroupVersionKind(argoApplicationGVK())
