@@ -283,7 +283,7 @@ func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.O
 		}
 		span.End()
 	}()
-	return t.Applier.Applied(ctx, sync, commit, p.ancestry(t, src))
+	return t.Applier.Applied(ctx, sync, src, t.Input.Path, commit, p.ancestry(t, src))
 }
 
 // ancestry answers "does applied carry our commit's paths" from the Git cache.
