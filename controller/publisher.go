@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -58,6 +59,10 @@ type Publisher struct {
 	// renderSlots is a semaphore: one slot per render allowed at once
 	// (see Options.MaxRenders); nil means no bound.
 	renderSlots chan struct{}
+
+	// order keeps each custom resource's commits before its removal
+	// (removals.go).
+	order publishOrder
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -169,11 +174,25 @@ func (p *Publisher) BuiltinEngine() *render.Engine { return p.Engine }
 // controller` when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise).
 const tracerName = "github.com/scribe-gitops/scribe/controller"
 
-// Publish writes the change and asks the applier to reconcile now.
-func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
+// Publish writes the change of the custom resource uid and asks the
+// applier to reconcile now. The custom resource's publishes are made one
+// at a time, and none after its removal (see removals.go): a write that
+// comes after is refused with ReasonDeleting.
+func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "publish", trace.WithAttributes(
 		attribute.String("scribe.object", publish.ObjectRef(c.Source)), attribute.Bool("scribe.delete", c.Delete)))
 	defer span.End()
+	unlock := p.order.lock(uid)
+	defer unlock()
+	if err := p.mayPublish(ctx, uid, c); err != nil {
+		span.RecordError(err)
+		return publish.Result{}, err
+	}
+	if c.Delete {
+		// Whatever becomes of this push, nothing but a removal is
+		// published for a custom resource being deleted.
+		p.order.markRemoved(uid, time.Now())
+	}
 	start := time.Now()
 	res, err := t.Sink.Publish(ctx, c)
 	if err != nil {
