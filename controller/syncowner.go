@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
@@ -71,7 +72,8 @@ func argoSourceOf(repoURL, revision string) string {
 // DecideOwnSync reports whether the sync object read back is the custom
 // resource's own, and if not, why: it must carry its owner's labels, apply
 // its owner's directory and read its owner's source. Paths compare
-// cleaned ("./a/b" is "a/b").
+// cleaned, relative to the repository's root ("./a/b" and "/a/b" are
+// "a/b").
 func DecideOwnSync(want OwnSync, got SyncFacts) (bool, string) {
 	o := want.Owner
 	for _, l := range []struct{ key, want string }{
@@ -81,11 +83,16 @@ func DecideOwnSync(want OwnSync, got SyncFacts) (bool, string) {
 			return false, fmt.Sprintf("it is labelled %s=%q, not %q: not the sync object of %s", l.key, v, l.want, publish.ObjectRef(o))
 		}
 	}
-	if got.Path == "" || path.Clean(got.Path) != path.Clean(want.Path) {
+	if got.Path == "" || cleanPath(got.Path) != cleanPath(want.Path) {
 		return false, fmt.Sprintf("it applies path %q, not %s's %q", got.Path, publish.ObjectRef(o), want.Path)
 	}
 	if got.Source != want.Source {
 		return false, fmt.Sprintf("it reads source %q, not %q", got.Source, want.Source)
 	}
 	return true, ""
+}
+
+// cleanPath is p cleaned, relative to the repository's root.
+func cleanPath(p string) string {
+	return strings.TrimPrefix(path.Clean("/"+p), "/")
 }

@@ -42,6 +42,7 @@ func TestDecideOwnSyncAcceptsOnlyTheCustomResourcesOwnSyncObject(t *testing.T) {
 	}{
 		{"its own, as render writes it", SyncFacts{Labels: own, Path: "./clusters/dev/team-b/experiment/x", Source: "GitRepository/flux-system/experiment.team-b.x"}, true, ""},
 		{"its own, Argo CD's path without ./", SyncFacts{Labels: own, Path: "clusters/dev/team-b/experiment/x/", Source: "GitRepository/flux-system/experiment.team-b.x"}, true, ""},
+		{"its own, the repository's root as the path", SyncFacts{Labels: own, Path: "/clusters/dev/team-b/experiment/x", Source: "GitRepository/flux-system/experiment.team-b.x"}, true, ""},
 		{"another namespace's custom resource of the same name", SyncFacts{Labels: with("scribe.dev/namespace", "team-a"), Path: "./clusters/dev/team-b/experiment/x", Source: "GitRepository/flux-system/experiment.team-b.x"}, false, "scribe.dev/namespace"},
 		{"another name (a legacy name shared by two)", SyncFacts{Labels: with("scribe.dev/name", "b-x"), Path: "./clusters/dev/team-b/experiment/x", Source: "GitRepository/flux-system/experiment.team-b.x"}, false, "scribe.dev/name"},
 		{"another kind", SyncFacts{Labels: with("scribe.dev/kind", "Workload"), Path: "./clusters/dev/team-b/experiment/x", Source: "GitRepository/flux-system/experiment.team-b.x"}, false, "scribe.dev/kind"},
