@@ -341,30 +341,40 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 }
 
 // syncSpec is the spec of the per-CR Kustomization of src as the root
-// Kustomization applies it from the sync file of commit: the directory it
-// applies and the source it reads (the custom resource's own
-// GitRepository). A commit without the sync file gives what render writes
-// for the fixture's Repository.
+// Kustomization applies it from the sync file of commit (under whichever
+// Repository path holds it): the directory it applies and the source it
+// reads (the custom resource's own GitRepository). A commit without the
+// sync file gives what render writes for the fixture's Repository.
 func (f *fixture) syncSpec(t *testing.T, src scribev1.ObjectIdentity, commit string) kustomizev1.KustomizationSpec {
 	t.Helper()
 	repoPath := "."
 	if f.repo != nil && f.repo.Spec.Git != nil && f.repo.Spec.Git.Path != "" {
 		repoPath = f.repo.Spec.Git.Path
 	}
-	dir := path.Join(repoPath, publish.OwnedDir(src))
 	spec := kustomizev1.KustomizationSpec{
-		Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./" + dir, Prune: true,
+		Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./" + path.Join(repoPath, publish.OwnedDir(src)), Prune: true,
 		SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: kustomizationName(src.Kind, src.Namespace, src.Name).Name, Namespace: "flux-system"},
 	}
-	docs, err := yamlstream.Split([]byte(f.fileAt(t, commit, dir+".sync.yaml")))
+	out, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir(repoName), "ls-tree", "-r", "--name-only", commit)
 	if err != nil {
-		t.Fatalf("sync file of %s at %s: %v", publish.ObjectRef(src), commit, err)
+		return spec
 	}
-	for _, d := range docs {
-		ks := &kustomizev1.Kustomization{}
-		if err := yaml.Unmarshal(d.Data, ks); err == nil && ks.Kind == "Kustomization" {
-			spec.Path, spec.SourceRef = ks.Spec.Path, ks.Spec.SourceRef
+	file := publish.OwnedDir(src) + ".sync.yaml"
+	for _, p := range strings.Fields(out) {
+		if p != file && !strings.HasSuffix(p, "/"+file) {
+			continue
 		}
+		docs, err := yamlstream.Split([]byte(f.fileAt(t, commit, p)))
+		if err != nil {
+			t.Fatalf("sync file %s at %s: %v", p, commit, err)
+		}
+		for _, d := range docs {
+			ks := &kustomizev1.Kustomization{}
+			if err := yaml.Unmarshal(d.Data, ks); err == nil && ks.Kind == "Kustomization" {
+				spec.Path, spec.SourceRef = ks.Spec.Path, ks.Spec.SourceRef
+			}
+		}
+		break
 	}
 	return spec
 }
