@@ -34,9 +34,12 @@ type Applier interface {
 	// itself (a new, changed or removed .sync.yaml), which the root
 	// applier applies.
 	Nudge(ctx context.Context, sync scribev1.ObjectIdentity, syncChanged bool) error
-	// Applied reads the applier's verdict on commit from sync; anc answers
-	// whether a later applied revision still carries commit's paths.
-	Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error)
+	// Applied reads the applier's verdict on commit from sync, the sync
+	// object of the custom resource src published under repoPath; anc
+	// answers whether a later applied revision still carries commit's
+	// paths. An object under sync's name that is not src's own (see
+	// DecideOwnSync) is no evidence: Pending, ReasonForeignSyncObject.
+	Applied(ctx context.Context, sync, src scribev1.ObjectIdentity, repoPath, commit string, anc health.Ancestry) (health.Verdict, error)
 	// Gone reports whether the applier has pruned sync (after the custom
 	// resource's removal was published).
 	Gone(ctx context.Context, sync scribev1.ObjectIdentity) (bool, error)
@@ -118,11 +121,25 @@ func fluxSource(kind, namespace, name string) *unstructured.Unstructured {
 	return src
 }
 
-func (a *fluxApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error) {
+func (a *fluxApplier) Applied(ctx context.Context, sync, src scribev1.ObjectIdentity, repoPath, commit string, anc health.Ancestry) (health.Verdict, error) {
 	ks := &kustomizev1.Kustomization{}
 	found, err := getSync(ctx, a.client, "Kustomization", sync, ks)
 	if !found {
 		return notObserved("Kustomization", sync, err)
+	}
+	// The per-CR GitRepository, or the Repository's source every
+	// Kustomization reads.
+	source := fluxSourceOf(string(a.in.SourceKind), a.in.Namespace, a.in.Name)
+	if a.in.FluxSource != nil {
+		source = fluxSourceOf(string(contract.SourceGitRepository), sync.Namespace, sync.Name)
+	}
+	ref := ks.Spec.SourceRef
+	if ref.Namespace == "" {
+		ref.Namespace = ks.Namespace
+	}
+	facts := SyncFacts{Labels: ks.Labels, Path: ks.Spec.Path, Source: fluxSourceOf(ref.Kind, ref.Namespace, ref.Name)}
+	if ok, why := DecideOwnSync(ownSyncOf(src, repoPath, source), facts); !ok {
+		return foreignSync("Kustomization", sync, why), nil
 	}
 	return health.FluxKustomization(ctx, ks, commit, anc)
 }
@@ -167,11 +184,18 @@ func (a *argoApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, s
 	return annotate(ctx, a.client, root, ArgoRefreshAnnotation, "normal")
 }
 
-func (a *argoApplier) Applied(ctx context.Context, sync scribev1.ObjectIdentity, commit string, anc health.Ancestry) (health.Verdict, error) {
+func (a *argoApplier) Applied(ctx context.Context, sync, src scribev1.ObjectIdentity, repoPath, commit string, anc health.Ancestry) (health.Verdict, error) {
 	app := application()
 	found, err := getSync(ctx, a.client, "Application", sync, app)
 	if !found {
 		return notObserved("Application", sync, err)
+	}
+	repoURL, _, _ := unstructured.NestedString(app.Object, "spec", "source", "repoURL")
+	revision, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
+	dir, _, _ := unstructured.NestedString(app.Object, "spec", "source", "path")
+	facts := SyncFacts{Labels: app.GetLabels(), Path: dir, Source: argoSourceOf(repoURL, revision)}
+	if ok, why := DecideOwnSync(ownSyncOf(src, repoPath, argoSourceOf(a.in.RepoURL, a.in.Revision)), facts); !ok {
+		return foreignSync("Application", sync, why), nil
 	}
 	v, err := health.ArgoApplication(ctx, app, commit, anc)
 	if err == nil && v.State == health.Pending && v.Reason == health.ReasonProgressing {
@@ -220,6 +244,13 @@ func notObserved(kind string, sync scribev1.ObjectIdentity, err error) (health.V
 		return health.Verdict{}, err
 	}
 	return health.Verdict{State: health.Pending, Reason: "NotObserved", Message: fmt.Sprintf("%s %s/%s does not exist yet", kind, sync.Namespace, sync.Name)}, nil
+}
+
+// foreignSync is the verdict on an object under the sync object's name
+// that is not the custom resource's own (DecideOwnSync says why).
+func foreignSync(kind string, sync scribev1.ObjectIdentity, why string) health.Verdict {
+	return health.Verdict{State: health.Pending, Reason: ReasonForeignSyncObject, Subject: subjectOf(scribev1.ObjectIdentity{Kind: kind, Namespace: sync.Namespace, Name: sync.Name}),
+		Message: fmt.Sprintf("%s %s/%s is no evidence: %s", kind, sync.Namespace, sync.Name, why)}
 }
 
 // annotate merge-patches one annotation onto u (which names the object).

@@ -234,7 +234,7 @@ func TestAppliersReportAMissingSyncObjectAsNotObservedYet(t *testing.T) {
 	same := func(_ context.Context, ours, applied string) (bool, error) { return ours == applied, nil }
 	for _, kind := range []string{"Flux", "ArgoCD"} {
 		a := newApplier(applierClient(t), render.Applier{Kind: scribev1.ApplierKind(kind), Namespace: sync.Namespace, Name: "scribe"})
-		v, err := a.Applied(context.Background(), sync, "abc", same)
+		v, err := a.Applied(context.Background(), sync, scribev1.ObjectIdentity{Kind: "Workload", Namespace: "team", Name: "web"}, "clusters/dev", "abc", same)
 		if err != nil || v.State != health.Pending || v.Reason != "NotObserved" {
 			t.Errorf("%s: Applied = %+v, %v; want Pending/NotObserved", kind, v, err)
 		}

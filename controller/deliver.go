@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
 )
@@ -15,8 +17,9 @@ type deliveryJob struct {
 	// CommitTo is where a direct commit goes (nil: Target); a Workload's
 	// rollback may go straight to the base branch.
 	CommitTo *Target
-	// Source is the CR.
+	// Source is the CR, UID its UID.
 	Source scribev1.ObjectIdentity
+	UID    types.UID
 	// Change is the render's commit (DeliveryCommit, DeliveryPropose) and
 	// Sync its applier object, nudged after the commit.
 	Change publish.Change
@@ -51,9 +54,13 @@ func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deli
 		if to == nil {
 			to = t
 		}
-		res, err := p.Publish(ctx, to, job.Change, job.Sync)
+		res, err := p.Publish(ctx, to, job.UID, job.Change, job.Sync)
 		return delivered{Result: res}, err
 	case DeliveryPropose:
+		// Nothing is proposed for a CR being deleted either.
+		if err := p.mayPublish(ctx, job.UID, job.Change); err != nil {
+			return delivered{}, err
+		}
 		prop, err := p.Propose(ctx, t, job.Change, job.Evidence)
 		if err != nil {
 			return delivered{}, err

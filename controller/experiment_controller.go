@@ -232,7 +232,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 					return r.fail(e, err)
 				}
 			}
-			job := deliveryJob{Target: t, Source: src, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
+			job := deliveryJob{Target: t, Source: src, UID: e.UID, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
 			if act.Kind == ExperimentPropose {
 				job.Evidence = stageEvidence(e)
 			}

@@ -33,7 +33,7 @@ func BenchmarkBystanderCommitWhileHeavyExperimentsRender(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		startManager(b, heavyNS.e.cfg, []string{heavyNS.ns, other.ns}, controller.Options{})
+		startFairnessManager(b, heavyNS.e.cfg, []string{heavyNS.ns, other.ns}, controller.Options{})
 		// Warm: the catalog loaded, both git caches cloned; then the idle
 		// latency of a Workload.
 		if err := heavyNS.e.c.Create(heavyNS.ctx(), hubExperiment(heavyNS.ns, "small")); err != nil {

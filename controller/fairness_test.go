@@ -25,7 +25,7 @@ import (
 
 // startManager runs Scribe's manager over namespaces (and flux-system)
 // until the test ends, and returns its Publisher.
-func startManager(t testing.TB, cfg *rest.Config, namespaces []string, opts controller.Options) *controller.Publisher {
+func startFairnessManager(t testing.TB, cfg *rest.Config, namespaces []string, opts controller.Options) *controller.Publisher {
 	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
@@ -120,7 +120,7 @@ func TestWaitingExperimentIsNotRenderedAgainAtEachPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, polls := countingConfig(f.e.cfg, "/namespaces/"+f.ns+"/configmaps/"+controller.OTELConfigMapName)
-	startManager(t, cfg, []string{f.ns}, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1, Metrics: m})
+	startFairnessManager(t, cfg, []string{f.ns}, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1, Metrics: m})
 	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, "waiting")); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestHeavyExperimentsOfOneNamespaceDoNotHoldBackAnotherNamespacesWorkload(t 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startManager(t, heavyNS.e.cfg, []string{heavyNS.ns, other.ns},
+	p := startFairnessManager(t, heavyNS.e.cfg, []string{heavyNS.ns, other.ns},
 		controller.Options{Poll: 150 * time.Millisecond, Concurrency: 8, CommitInterval: -1, MaxRenders: 2, Metrics: m})
 	// A small Experiment first: the catalog is loaded once it commits.
 	if err := heavyNS.e.c.Create(heavyNS.ctx(), hubExperiment(heavyNS.ns, "small")); err != nil {

@@ -56,7 +56,7 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 		return ctrl.Result{}, err
 	}
 	if !rm.committed {
-		res, err := p.Publish(ctx, t, publish.DeleteFor(src, obj.GetGeneration()), sync)
+		res, err := p.Publish(ctx, t, obj.GetUID(), publish.DeleteFor(src, obj.GetGeneration()), sync)
 		if err != nil {
 			return fail(obj, err)
 		}

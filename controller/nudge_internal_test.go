@@ -20,7 +20,7 @@ func (a *recordingApplier) Nudge(_ context.Context, sync scribev1.ObjectIdentity
 	a.nudges = append(a.nudges, fmt.Sprintf("%s root=%v", sync.Name, syncChanged))
 	return nil
 }
-func (a *recordingApplier) Applied(context.Context, scribev1.ObjectIdentity, string, health.Ancestry) (health.Verdict, error) {
+func (a *recordingApplier) Applied(context.Context, scribev1.ObjectIdentity, scribev1.ObjectIdentity, string, string, health.Ancestry) (health.Verdict, error) {
 	return health.Verdict{}, nil
 }
 func (a *recordingApplier) Gone(context.Context, scribev1.ObjectIdentity) (bool, error) {

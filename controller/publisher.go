@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -59,6 +60,10 @@ type Publisher struct {
 	// renderSlots bounds the renders that run at once (Options.MaxRenders)
 	// and shares them between namespaces; nil means no bound.
 	renderSlots *renderSlots
+
+	// order keeps each custom resource's commits before its removal
+	// (removals.go).
+	order publishOrder
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -219,11 +224,25 @@ func (p *Publisher) BuiltinEngine() *render.Engine { return p.Engine }
 // controller` when OTEL_EXPORTER_OTLP_ENDPOINT is set (a no-op otherwise).
 const tracerName = "github.com/scribe-gitops/scribe/controller"
 
-// Publish writes the change and asks the applier to reconcile now.
-func (p *Publisher) Publish(ctx context.Context, t *Target, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
+// Publish writes the change of the custom resource uid and asks the
+// applier to reconcile now. The custom resource's publishes are made one
+// at a time, and none after its removal (see removals.go): a write that
+// comes after is refused with ReasonDeleting.
+func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "publish", trace.WithAttributes(
 		attribute.String("scribe.object", publish.ObjectRef(c.Source)), attribute.Bool("scribe.delete", c.Delete)))
 	defer span.End()
+	unlock := p.order.lock(uid)
+	defer unlock()
+	if err := p.mayPublish(ctx, uid, c); err != nil {
+		span.RecordError(err)
+		return publish.Result{}, err
+	}
+	if c.Delete {
+		// Whatever becomes of this push, nothing but a removal is
+		// published for a custom resource being deleted.
+		p.order.markRemoved(uid, time.Now())
+	}
 	start := time.Now()
 	res, err := t.Sink.Publish(ctx, c)
 	if err != nil {
@@ -333,7 +352,7 @@ func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.O
 		}
 		span.End()
 	}()
-	return t.Applier.Applied(ctx, sync, commit, p.ancestry(t, src))
+	return t.Applier.Applied(ctx, sync, src, t.Input.Path, commit, p.ancestry(t, src))
 }
 
 // ancestry answers "does applied carry our commit's paths" from the Git cache.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -24,6 +25,11 @@ import (
 
 // Finalizer holds a CR until the applier has pruned what Scribe committed.
 const Finalizer = "scribe.dev/finalizer"
+
+// staleRetryInterval: a reconcile that read an object older than its
+// published removal reads it again after this (the deletion's own event
+// usually comes first).
+const staleRetryInterval = time.Second
 
 // fieldOwner is the field manager of Scribe's status patches.
 const fieldOwner = "scribe-controller"
@@ -63,6 +69,13 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("kind", l.kind, "namespace", obj.GetNamespace(), "name", obj.GetName()))
 	patcher := newStatusPatcher(obj, c)
 	defer func() {
+		if isDeleting(retErr) {
+			// What this reconcile read is older than the removal that
+			// was published: it writes nothing of it and reads again.
+			log.FromContext(ctx).Info("stale view of an object being deleted; not publishing", "reason", retErr.Error())
+			res, retErr = ctrl.Result{RequeueAfter: staleRetryInterval}, nil
+			return
+		}
 		if err := finalizeStatus(ctx, patcher, obj); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -28,12 +29,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
+	"github.com/scribe-gitops/scribe/internal/yamlstream"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -138,6 +141,14 @@ func startControllerWith(t testing.TB, e *env, namespace string, opts controller
 // counts requests).
 func startControllerCfg(t testing.TB, cfg *rest.Config, namespace string, opts controller.Options) (stop func()) {
 	t.Helper()
+	return startManager(t, cfg, cacheFor(namespace), nil, opts)
+}
+
+// startManager runs the manager against cfg with a cache of cacheOpts;
+// newClient, when set, makes the manager's client (a test's view of the
+// cache).
+func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newClient client.NewClientFunc, opts controller.Options) (stop func()) {
+	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +157,9 @@ func startControllerCfg(t testing.TB, cfg *rest.Config, namespace string, opts c
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cacheFor(namespace),
+		Cache:                  cacheOpts,
 		Controller:             controllerConfig(),
+		NewClient:              newClient,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -301,10 +313,7 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 		labels := map[string]string{"scribe.dev/kind": src.Kind, "scribe.dev/namespace": src.Namespace, "scribe.dev/name": src.Name}
 		ks = &kustomizev1.Kustomization{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: labels},
-			Spec: kustomizev1.KustomizationSpec{
-				Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./", Prune: true,
-				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "scribe"},
-			},
+			Spec:       f.syncSpec(t, src, commit),
 		}
 		if err := f.e.c.Create(ctx, ks); err != nil {
 			t.Fatal(err)
@@ -329,6 +338,45 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 	if err := f.e.c.Status().Update(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// syncSpec is the spec of the per-CR Kustomization of src as the root
+// Kustomization applies it from the sync file of commit (under whichever
+// Repository path holds it): the directory it applies and the source it
+// reads (the custom resource's own GitRepository). A commit without the
+// sync file gives what render writes for the fixture's Repository.
+func (f *fixture) syncSpec(t *testing.T, src scribev1.ObjectIdentity, commit string) kustomizev1.KustomizationSpec {
+	t.Helper()
+	repoPath := "."
+	if f.repo != nil && f.repo.Spec.Git != nil && f.repo.Spec.Git.Path != "" {
+		repoPath = f.repo.Spec.Git.Path
+	}
+	spec := kustomizev1.KustomizationSpec{
+		Interval: metav1.Duration{Duration: 10 * time.Minute}, Path: "./" + path.Join(repoPath, publish.OwnedDir(src)), Prune: true,
+		SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: kustomizationName(src.Kind, src.Namespace, src.Name).Name, Namespace: "flux-system"},
+	}
+	out, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir(repoName), "ls-tree", "-r", "--name-only", commit)
+	if err != nil {
+		return spec
+	}
+	file := publish.OwnedDir(src) + ".sync.yaml"
+	for _, p := range strings.Fields(out) {
+		if p != file && !strings.HasSuffix(p, "/"+file) {
+			continue
+		}
+		docs, err := yamlstream.Split([]byte(f.fileAt(t, commit, p)))
+		if err != nil {
+			t.Fatalf("sync file %s at %s: %v", p, commit, err)
+		}
+		for _, d := range docs {
+			ks := &kustomizev1.Kustomization{}
+			if err := yaml.Unmarshal(d.Data, ks); err == nil && ks.Kind == "Kustomization" {
+				spec.Path, spec.SourceRef = ks.Spec.Path, ks.Spec.SourceRef
+			}
+		}
+		break
+	}
+	return spec
 }
 
 // podLabels are the labels of a rendered Deployment <workload>-<version>
