@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ import (
 func TestLoopLockedDownFluxAppliesATenantsBundleOnlyInItsNamespace(t *testing.T) {
 	t.Parallel()
 	skipWithoutLoop(t)
+	skipUnlessApplier(t, scribev1.ApplierFlux)
 	const ns, account = "tenant", "tenant-applier"
 	s := StartOpts(t, StackOptions{Applier: scribev1.ApplierFlux, FluxLockdown: true})
 	ctx := context.Background()
@@ -71,16 +74,7 @@ func TestLoopLockedDownFluxAppliesATenantsBundleOnlyInItsNamespace(t *testing.T)
 		t.Fatalf("the tenant's Kustomization applies as %q, want the policy's %q", ks.Spec.ServiceAccountName, account)
 	}
 
-	// Something outside the namespace in the tenant's directory.
-	dir := SyncPath + "/" + ns + "/workload/web/"
-	kfile := publishtest.Git(t, s.Git.BareDir(RepoName), "show", "main:"+dir+"kustomization.yaml")
-	escape := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: escaped, namespace: kube-system}\ndata: {owner: tenant}\n"
-	if _, err := s.Git.CommitOnServer(RepoName, "main", dir+"escape.yaml", escape); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Git.CommitOnServer(RepoName, "main", dir+"kustomization.yaml", strings.TrimRight(kfile, "\n")+"\n- escape.yaml\n"); err != nil {
-		t.Fatal(err)
-	}
+	slipOutsideNamespace(t, s, ns)
 	// Flux fetches it at once, as after Scribe's own pushes.
 	src := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "workload." + ns + ".web"}}
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano)))
@@ -98,10 +92,78 @@ func TestLoopLockedDownFluxAppliesATenantsBundleOnlyInItsNamespace(t *testing.T)
 		return ready.Status == metav1.ConditionFalse && strings.Contains(ready.Message, "forbidden") && strings.Contains(ready.Message, account),
 			fmt.Sprintf("%s/%s: %s", ready.Status, ready.Reason, ready.Message)
 	})
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "escaped"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "escaped-" + ns}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the ConfigMap outside the tenant's namespace: %v; want NotFound", err)
 	}
 	if got := get(); got.Status.Phase != scribev1.WorkloadHealthy {
 		t.Logf("the Workload after the refused apply: %s", describe(got))
+	}
+}
+
+// skipUnlessApplier skips a test of one applier's enforcement when the
+// run asks for another (SCRIBE_E2E_APPLIER).
+func skipUnlessApplier(t *testing.T, a scribev1.ApplierKind) {
+	t.Helper()
+	if only := os.Getenv("SCRIBE_E2E_APPLIER"); only != "" && !strings.EqualFold(only, string(a)) {
+		t.Skipf("SCRIBE_E2E_APPLIER=%s", only)
+	}
+}
+
+// slipOutsideNamespace commits, beside Scribe's files in the Workload
+// web's directory of ns, a ConfigMap in kube-system, as a commit to the
+// tenant's path would.
+func slipOutsideNamespace(t *testing.T, s *Stack, ns string) {
+	t.Helper()
+	dir := SyncPath + "/" + ns + "/workload/web/"
+	kfile := publishtest.Git(t, s.Git.BareDir(RepoName), "show", "main:"+dir+"kustomization.yaml")
+	escape := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: escaped-" + ns + ", namespace: kube-system}\ndata: {owner: tenant}\n"
+	if _, err := s.Git.CommitOnServer(RepoName, "main", dir+"escape.yaml", escape); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Git.CommitOnServer(RepoName, "main", dir+"kustomization.yaml", strings.TrimRight(kfile, "\n")+"\n- escape.yaml\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoopArgoCDKeepsATenantsApplicationInItsNamespace: under Argo CD, a
+// custom resource's own AppProject allows its namespace (and what the
+// TenantPolicy grants) as the only destinations. An object outside them
+// slipped into the tenant's directory is refused by Argo CD ("not
+// permitted in project") and never created, while the tenant's Workload
+// was applied and healthy.
+func TestLoopArgoCDKeepsATenantsApplicationInItsNamespace(t *testing.T) {
+	t.Parallel()
+	skipWithoutLoop(t)
+	skipUnlessApplier(t, scribev1.ApplierArgoCD)
+	const ns = "tenant-argo"
+	s := newLoopWith(t, scribev1.ApplierArgoCD, ns)
+	ctx := context.Background()
+	createHealthy(t, s, canaryWorkload(ns))
+
+	slipOutsideNamespace(t, s, ns)
+	key := types.NamespacedName{Namespace: ns, Name: "workload." + ns + ".web"}
+	app, err := s.ArgoApplication(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
+	if err := s.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Minute, "Argo CD refusing the object outside the tenant's namespace", func() (bool, string) {
+		app, err := s.ArgoApplication(ctx, key)
+		if err != nil {
+			return false, err.Error()
+		}
+		raw, _ := json.Marshal(app.Object["status"])
+		status := string(raw)
+		shown := status
+		if len(shown) > 800 {
+			shown = "..." + shown[len(shown)-800:]
+		}
+		return strings.Contains(status, "not permitted in project"), shown
+	})
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "escaped-" + ns}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the ConfigMap outside the tenant's namespace: %v; want NotFound", err)
 	}
 }
