@@ -78,10 +78,10 @@ func TestChartRenders(t *testing.T) {
 		values map[string]any
 		check  func(t *testing.T, objs []*unstructured.Unstructured)
 	}{
-		{"defaults render the four CRDs with the keep policy and the chart's labels", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+		{"defaults render the five CRDs with the keep policy and the chart's labels", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
 			crds := byKind(objs, "CustomResourceDefinition")
-			if len(crds) != 4 {
-				t.Fatalf("%d CRDs, want 4", len(crds))
+			if len(crds) != 5 {
+				t.Fatalf("%d CRDs, want 5", len(crds))
 			}
 			for _, c := range crds {
 				if c.GetAnnotations()[keepPolicy] != "keep" {
@@ -94,8 +94,8 @@ func TestChartRenders(t *testing.T) {
 		}},
 		{"crds.keep=false renders the CRDs without the keep policy", map[string]any{"crds": map[string]any{"keep": false}}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			crds := byKind(objs, "CustomResourceDefinition")
-			if len(crds) != 4 {
-				t.Fatalf("%d CRDs, want 4", len(crds))
+			if len(crds) != 5 {
+				t.Fatalf("%d CRDs, want 5", len(crds))
 			}
 			for _, c := range crds {
 				if _, ok := c.GetAnnotations()[keepPolicy]; ok {

@@ -321,6 +321,9 @@ entries: "otel-collector": {override: true, kind: "config", namespace: "observab
 			}
 			pub := argoPublish()
 			pub.AllowedNamespaces = []string{"observability"}
+			// The team catalog's otel-collector comes from its own chart
+			// repository, which the platform grants.
+			pub.SourceRepos = []string{"https://charts.example.com"}
 			b, err := e.Render(context.Background(), render.Input{Object: exp, Publish: pub, Resolved: testResolved})
 			if err != nil {
 				t.Fatal(err)
