@@ -12,7 +12,10 @@
 //   - a "..." end marker followed by more content in the same document is
 //     an error too: YAML reads that content as another document, but the
 //     apiserver's tooling (and a YAML decoder asked for one document)
-//     silently drops it.
+//     silently drops it;
+//   - so is a carriage return not followed by a newline: YAML reads it as
+//     a line break (so "a\r---" holds two documents), the apiserver's
+//     tooling does not.
 package yamlstream
 
 import (
@@ -49,6 +52,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // separator lines are not part of any. On error the documents before the
 // faulty one are returned with it.
 func Split(data []byte) ([]Document, error) {
+	if at := bareCR(data); at >= 0 {
+		return nil, &Error{Line: bytes.Count(data[:at], []byte("\n")) + 1, Err: errors.New(
+			`a carriage return not followed by a newline: YAML reads it as a line break, which Kubernetes tooling does not; use "\n" or "\r\n" line endings`)}
+	}
 	feed := &lineFeeder{data: data}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(feed))
 	var docs []Document
@@ -70,6 +77,22 @@ func Split(data []byte) ([]Document, error) {
 		}
 		docs = append(docs, Document{Data: bytes.Clone(doc), Line: line})
 	}
+}
+
+// bareCR returns the offset of the first carriage return in data that is
+// not followed by a newline, or -1.
+func bareCR(data []byte) int {
+	for i := bytes.IndexByte(data, '\r'); i >= 0; {
+		if i+1 >= len(data) || data[i+1] != '\n' {
+			return i
+		}
+		next := bytes.IndexByte(data[i+1:], '\r')
+		if next < 0 {
+			return -1
+		}
+		i += 1 + next
+	}
+	return -1
 }
 
 // endMarkerThenContent returns the 0-based line, within doc, of the first

@@ -80,6 +80,8 @@ func TestSplitRefusesWhatWouldDropADocument(t *testing.T) {
 		{"dashes glued to content", "a: 1\n---b: 2\n", 2, "invalid Yaml document separator", 0},
 		{"content after an end marker", "a: 1\n...\nb: 2\n", 3, `"..." document end marker`, 0},
 		{"end marker in the second document", "a: 1\n---\nb: 2\n...\nc: 3\n", 5, `"..." document end marker`, 1},
+		{"a bare carriage return before a separator", "a: 1\nb: 2\r---\nc: 3\n", 2, "carriage return not followed by a newline", 0},
+		{"a bare carriage return at the end", "a: 1\r\nb: 2\r", 2, "carriage return not followed by a newline", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := split(t, tc.in)
