@@ -100,7 +100,7 @@ func (f *fixture) startLagging(t *testing.T, name string) (*laggingCache, func()
 		lc.Client = c
 		return lc, err
 	}
-	stop := startManager(t, f.e.cfg, cacheFor(f.ns), newClient, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1})
+	stop, _ := startManager(t, f.e.cfg, cacheFor(f.ns), newClient, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1})
 	return lc, stop
 }
 

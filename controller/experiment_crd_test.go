@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,11 +18,7 @@ import (
 func TestCRDsBoundTargetsComponentsAndVersions(t *testing.T) {
 	e := testEnv(t)
 	ctx := t.Context()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "crd-limits-"}}
-	if err := e.c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.c.Delete(ctx, ns) })
+	ns := e.namespace(t, "crd-limits-")
 	experiment := func(targets, components int) *scribev1.Experiment {
 		x := &scribev1.Experiment{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, GenerateName: "x-"}}
 		for i := range targets {

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,53 +14,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
 )
 
-// startManager runs Scribe's manager over namespaces (and flux-system)
-// until the test ends, and returns its Publisher.
+// startFairnessManager runs Scribe's manager over namespaces (and
+// flux-system) until the test ends, and returns its Publisher. Its data
+// directory is removed after the manager stops, whatever git children of
+// an abandoned render still write there.
 func startFairnessManager(t testing.TB, cfg *rest.Config, namespaces []string, opts controller.Options) *controller.Publisher {
 	t.Helper()
-	scheme, err := controller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
 	nss := map[string]cache.Config{"flux-system": {}}
 	for _, ns := range namespaces {
 		nss[ns] = cache.Config{}
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: controller.CacheOptions(nss), Controller: controllerConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Removed after the manager stops, whatever git children still write.
 	dir, err := os.MkdirTemp("", "scribe-fairness-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	opts.DataDir = dir
-	p, err := controller.Setup(mgr, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	_, p := startManager(t, cfg, controller.CacheOptions(nss), nil, opts)
 	return p
 }
 

@@ -42,7 +42,7 @@ func startTenants(t *testing.T, a, b *fixture) {
 		}
 	}
 	co := controller.CacheOptions(map[string]cache.Config{a.ns: {}, b.ns: {}, "flux-system": {}})
-	startManager(t, a.e.cfg, co, nil, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1})
+	_, _ = startManager(t, a.e.cfg, co, nil, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1})
 }
 
 // playForeignSync plays an object under the custom resource's sync

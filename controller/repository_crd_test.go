@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,11 +17,7 @@ import (
 func TestRepositoryCRDRefusesCredentialsInURLsAndPathsGitRefuses(t *testing.T) {
 	e := testEnv(t)
 	ctx := t.Context()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "crd-hostile-"}}
-	if err := e.c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.c.Delete(ctx, ns) })
+	ns := e.namespace(t, "crd-hostile-")
 	git := func(url, path string) scribev1.RepositorySpec {
 		return scribev1.RepositorySpec{Git: &scribev1.GitRepositorySpec{URL: url, Path: path}, Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe"}}
 	}

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,17 +51,7 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 	f.repo.Spec.Catalog = &scribev1.CatalogSource{Kind: "GitRepository", Name: "team-catalog", Path: "./catalog"}
 	f.repo.Spec.AllowedNamespaces = []string{"cache", "demo"}
 	// The platform grants the namespace those destinations.
-	policy := &scribev1.TenantPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + f.ns},
-		Spec: scribev1.TenantPolicySpec{
-			NamespaceSelector:     metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: f.ns}},
-			DestinationNamespaces: []string{"cache", "demo"},
-		},
-	}
-	if err := f.e.c.Create(f.ctx(), policy); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.e.c.Delete(context.Background(), policy) })
+	f.grant(t, scribev1.TenantPolicySpec{DestinationNamespaces: []string{"cache", "demo"}})
 	f.startExperimentController(t)
 	exp := hubExperiment(f.ns, "cache-test")
 	exp.Spec.Workflow = nil

@@ -137,17 +137,31 @@ func startControllerWith(t testing.TB, e *env, namespace string, opts controller
 	return startControllerCfg(t, e.cfg, namespace, opts)
 }
 
+// namespace creates a namespace named from prefix, deleted when the test
+// ends.
+func (e *env) namespace(t testing.TB, prefix string) *corev1.Namespace {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := e.c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), ns) })
+	return ns
+}
+
 // startControllerCfg runs the manager against cfg (e.cfg, or a copy that
 // counts requests).
 func startControllerCfg(t testing.TB, cfg *rest.Config, namespace string, opts controller.Options) (stop func()) {
 	t.Helper()
-	return startManager(t, cfg, cacheFor(namespace), nil, opts)
+	stop, _ = startManager(t, cfg, cacheFor(namespace), nil, opts)
+	return stop
 }
 
 // startManager runs the manager against cfg with a cache of cacheOpts;
 // newClient, when set, makes the manager's client (a test's view of the
-// cache).
-func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newClient client.NewClientFunc, opts controller.Options) (stop func()) {
+// cache). opts.DataDir defaults to a test temporary directory. It returns
+// the manager's stop and its Publisher.
+func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newClient client.NewClientFunc, opts controller.Options) (stop func(), p *controller.Publisher) {
 	t.Helper()
 	scheme, err := controller.NewScheme()
 	if err != nil {
@@ -164,9 +178,10 @@ func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newCl
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataDir := t.TempDir()
-	opts.DataDir = dataDir
-	_, err = controller.Setup(mgr, opts)
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
+	p, err = controller.Setup(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +210,7 @@ func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newCl
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, p
 }
 
 // fixture is one test's namespace, git repository and Repository.

@@ -57,6 +57,20 @@ func tenantClient(t *testing.T, f *fixture, user string) client.Client {
 	return c
 }
 
+// grant creates the platform's TenantPolicy "tenant-<ns>" selecting the
+// fixture's namespace with spec (its selector set here), deleted when the
+// test ends.
+func (f *fixture) grant(t *testing.T, spec scribev1.TenantPolicySpec) *scribev1.TenantPolicy {
+	t.Helper()
+	spec.NamespaceSelector = metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: f.ns}}
+	policy := &scribev1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + f.ns}, Spec: spec}
+	if err := f.e.c.Create(f.ctx(), policy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.e.c.Delete(context.Background(), policy) })
+	return policy
+}
+
 // credentialTrap is an HTTP server that records every credential sent to
 // it: where a tenant would point Scribe to collect the platform's.
 type credentialTrap struct {
@@ -267,18 +281,10 @@ func TestTenantPolicyGrantsWhatTheRepositoryNarrows(t *testing.T) {
 	startController(t, f.e, f.ns)
 	waitRepositoryRefused(t, f, "default", controller.ReasonNotPermitted, "spec.allowedNamespaces[0]")
 
-	policy := &scribev1.TenantPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + f.ns},
-		Spec: scribev1.TenantPolicySpec{
-			NamespaceSelector:     metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: f.ns}},
-			DestinationNamespaces: []string{"team-a-db", "team-a-cache"},
-			Applier:               &scribev1.TenantApplier{ServiceAccountName: "team-a-applier"},
-		},
-	}
-	if err := f.e.c.Create(ctx, policy); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.e.c.Delete(context.Background(), policy) })
+	policy := f.grant(t, scribev1.TenantPolicySpec{
+		DestinationNamespaces: []string{"team-a-db", "team-a-cache"},
+		Applier:               &scribev1.TenantApplier{ServiceAccountName: "team-a-applier"},
+	})
 	waitFor(t, "the Repository Ready once the policy grants what it asks", func() (bool, string) {
 		r := &scribev1.Repository{}
 		if err := f.e.c.Get(ctx, client.ObjectKeyFromObject(f.repo), r); err != nil {
