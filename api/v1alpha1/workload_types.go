@@ -421,6 +421,14 @@ type Analysis struct {
 	// +kubebuilder:default=3
 	// +optional
 	Threshold int32 `json:"threshold,omitempty"`
+	// InconclusiveLimit is the number of inconclusive rounds in a row (a
+	// provider answered with no sample, as for a version that has not
+	// served a request yet) after which the rollout is rolled back. An
+	// inconclusive round holds the step without counting as failed.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=10
+	// +optional
+	InconclusiveLimit int32 `json:"inconclusiveLimit,omitempty"`
 	// Checks run every interval.
 	// +listType=map
 	// +listMapKey=name
@@ -430,33 +438,80 @@ type Analysis struct {
 
 // Check is one analysis check.
 // +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.query) && has(self.address))",message="a prometheus check needs query and address"
+// +kubebuilder:validation:XValidation:rule="self.type != 'web' || (has(self.url) && has(self.jsonPath))",message="a web check needs url and jsonPath"
+// +kubebuilder:validation:XValidation:rule="self.type != 'datadog' || (has(self.query) && has(self.secretRef))",message="a datadog check needs query and secretRef"
+// +kubebuilder:validation:XValidation:rule="self.type != 'newrelic' || (has(self.query) && has(self.accountID) && has(self.secretRef))",message="a newrelic check needs query, accountID and secretRef"
 // +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || double(self.min) <= double(self.max)",message="min must be <= max"
 type Check struct {
 	// Name of the check.
 	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Name string `json:"name"`
 	// Type: availability (Deployment available), restarts (container
-	// restarts at most max), prometheus (query result within [min, max]).
+	// restarts at most max), prometheus (a PromQL query), web (a JSON
+	// answer from an HTTP endpoint), datadog (a Datadog metrics query),
+	// newrelic (an NRQL query through New Relic's NerdGraph API). The
+	// value the query yields must lie within [min, max].
 	// +required
 	Type CheckType `json:"type"`
-	// Address of the Prometheus server: its http(s) base URL, without user
-	// info, query or fragment (`/api/v1/query` is appended). The controller
-	// never queries a link-local address and follows no redirect.
+	// Address is the provider's http(s) base URL, without user info, query
+	// or fragment: the Prometheus server (`/api/v1/query` is appended),
+	// Datadog's API site (default https://api.datadoghq.com;
+	// `/api/v1/query` is appended) or New Relic's NerdGraph endpoint
+	// (default https://api.newrelic.com/graphql). The controller never
+	// queries a link-local address and follows no redirect.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^[hH][tT][tT][pP][sS]?://[^/?#@\s]+(/[^?#\s]*)?$`
 	// +optional
 	Address string `json:"address,omitempty"`
-	// Query in PromQL, run as an instant query (GET /api/v1/query) at each
-	// analysis round. Before it runs, `{{version}}` is replaced with the
-	// name of the version under analysis, `{{namespace}}` with the
-	// Workload's namespace and `{{workload}}` with its name (for example
+	// Query run at each analysis round: PromQL (an instant query), a
+	// Datadog metrics query (over the last window) or NRQL. Before it
+	// runs, `{{version}}` is replaced with the name of the version under
+	// analysis, `{{namespace}}` with the Workload's namespace and
+	// `{{workload}}` with its name (for example
 	// `sum(rate(http_requests_total{namespace="{{namespace}}",version="{{version}}",code=~"5.."}[1m]))`);
-	// any other `{{...}}` fails the check, naming it. The first sample of
-	// the result must lie within [min, max].
+	// any other `{{...}}` fails the check, naming it. The first value of
+	// the answer is the check's value.
 	// +kubebuilder:validation:MaxLength=8192
 	// +optional
 	Query string `json:"query,omitempty"`
+	// URL of a web check: an http(s) URL that answers GET with JSON. It may
+	// have a query and the placeholders of query; no user info or fragment.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^[hH][tT][tT][pP][sS]?://[^/?#@\s]+([/?][^#\s]*)?$`
+	// +optional
+	URL string `json:"url,omitempty"`
+	// JSONPath selects the value in the answer (Kubernetes JSONPath, as
+	// kubectl's -o jsonpath and Argo Rollouts' web provider, e.g.
+	// `{.data.errorRate}`): required for web; for newrelic it selects a
+	// field of the first result row (default: the row's only field).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	JSONPath string `json:"jsonPath,omitempty"`
+	// AccountID is the New Relic account the NRQL query runs in.
+	// +kubebuilder:validation:Pattern="^[0-9]{1,19}$"
+	// +optional
+	AccountID string `json:"accountID,omitempty"`
+	// Window is how far back a datadog query reads (default 5m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+	// SecretRef names a Secret in the Workload's namespace with the
+	// provider's credentials: `token` (a bearer token) or `username` and
+	// `password` (basic auth) for prometheus and web; `api-key` and
+	// `app-key` for datadog; `personal-api-key` for newrelic; `ca.crt` to
+	// trust a private CA; and any key `header.<Name>` is sent as the
+	// header Name. The Secret must be bound to the check's URL with the
+	// annotation scribe.dev/allowed-urls, as a Repository's credentials
+	// are: a Workload cannot send a Secret to a server of its choosing.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// InsecureSkipVerify skips the TLS verification of the provider's
+	// certificate. Prefer `ca.crt` in the Secret.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 	// Min of the accepted range, a decimal number.
 	// +kubebuilder:validation:Pattern="^-?[0-9]+(\\.[0-9]+)?$"
 	// +optional
@@ -468,7 +523,7 @@ type Check struct {
 }
 
 // CheckType is what an analysis check measures.
-// +kubebuilder:validation:Enum=availability;restarts;prometheus
+// +kubebuilder:validation:Enum=availability;restarts;prometheus;web;datadog;newrelic
 type CheckType string
 
 // Analysis check types.
@@ -479,6 +534,13 @@ const (
 	CheckRestarts CheckType = "restarts"
 	// CheckPrometheus passes while a PromQL query's result is within [min, max].
 	CheckPrometheus CheckType = "prometheus"
+	// CheckWeb passes while the value a JSONPath selects in an HTTP
+	// endpoint's JSON answer is within [min, max].
+	CheckWeb CheckType = "web"
+	// CheckDatadog passes while a Datadog metrics query's last point is within [min, max].
+	CheckDatadog CheckType = "datadog"
+	// CheckNewRelic passes while an NRQL query's value is within [min, max].
+	CheckNewRelic CheckType = "newrelic"
 )
 
 // Decommission configures removal of drained versions.
@@ -553,6 +615,10 @@ type WorkloadStatus struct {
 	// +optional
 	FailedChecks int32 `json:"failedChecks,omitempty"`
 
+	// InconclusiveChecks counts the inconclusive analysis rounds in a row.
+	// +optional
+	InconclusiveChecks int32 `json:"inconclusiveChecks,omitempty"`
+
 	// LastAnalysisAt is when the analysis checks last ran.
 	// +optional
 	LastAnalysisAt *metav1.Time `json:"lastAnalysisAt,omitempty"`
@@ -592,6 +658,19 @@ type CheckResult struct {
 	Name string `json:"name"`
 	// Passed is true when the check held.
 	Passed bool `json:"passed"`
+	// Inconclusive says the provider answered with no value (no sample
+	// yet): the round neither passes nor fails.
+	// +optional
+	Inconclusive bool `json:"inconclusive,omitempty"`
+	// Provider is the check's type.
+	// +optional
+	Provider CheckType `json:"provider,omitempty"`
+	// Value is the measured value, when there is one.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Condition is what the value had to satisfy, e.g. `<= 0.05`.
+	// +optional
+	Condition string `json:"condition,omitempty"`
 	// Message gives the measured value or the failure.
 	// +optional
 	Message string `json:"message,omitempty"`
