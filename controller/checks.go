@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,40 +20,87 @@ import (
 )
 
 // Checker runs a Workload's analysis checks against the new version: its
-// Deployment's availability, its pods' restarts, and Prometheus queries.
+// Deployment's availability, its pods' restarts, and queries to a metrics
+// provider (Prometheus, a web endpoint, Datadog, New Relic).
 type Checker struct {
 	Client client.Client
 	HTTP   *http.Client
+	// Secrets reads a check's Secret, bound to the URL it is sent to
+	// (Resolver.Secret); nil refuses checks that name one.
+	Secrets func(ctx context.Context, namespace, name, url, field string) (map[string][]byte, error)
+	// Templates reads Argo Rollouts' analysis templates (uncached); nil
+	// refuses a Workload that references one.
+	Templates client.Reader
 }
 
-// Run evaluates every check of w against version.
-// deployment is the version's Deployment as the render's read-back names it.
+// Run evaluates every check of w against version (RunRound's results).
 func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string, deployment scribev1.ObjectIdentity) []scribev1.CheckResult {
+	return c.RunRound(ctx, w, version, deployment).Results
+}
+
+// RunRound evaluates every check of w against version: spec.rollout.analysis
+// checks, then the metrics of its templates, whose failureLimit and
+// inconclusiveLimit may make the round's limits stricter.
+// deployment is the version's Deployment as the render's read-back names it.
+func (c *Checker) RunRound(ctx context.Context, w *scribev1.Workload, version string, deployment scribev1.ObjectIdentity) *AnalysisRound {
 	var out []scribev1.CheckResult
-	for _, ch := range w.Spec.Rollout.Analysis.Checks {
-		res := scribev1.CheckResult{Name: ch.Name}
+	for i, ch := range w.Spec.Rollout.Analysis.Checks {
+		res := scribev1.CheckResult{Name: ch.Name, Provider: ch.Type}
 		var err error
 		switch ch.Type {
 		case scribev1.CheckAvailability:
-			res.Passed, res.Message, err = c.availability(ctx, deployment)
+			res.Condition = "available"
+			res.Passed, res.Message, err = c.availability(ctx, deployment, &res)
 		case scribev1.CheckRestarts:
-			res.Passed, res.Message, err = c.restarts(ctx, deployment, ch)
-		case scribev1.CheckPrometheus:
-			var q string
-			if q, err = QueryFor(ch.Query, w, version); err == nil {
-				ch.Query = q
-				res.Passed, res.Message, err = c.prometheus(ctx, ch)
+			res.Passed, res.Message, err = c.restarts(ctx, deployment, ch, &res)
+		case scribev1.CheckPrometheus, scribev1.CheckDatadog, scribev1.CheckNewRelic, scribev1.CheckWeb:
+			res.Condition = condition(ch)
+			var m measurement
+			if m, err = c.measure(ctx, w, probe{field: fmt.Sprintf("spec.rollout.analysis.checks[%d]", i), check: ch}, version); err == nil {
+				err = judge(&res, ch, m)
 			}
 		default:
 			err = fmt.Errorf("unknown check type %q", ch.Type)
 		}
 		if err != nil {
-			res.Passed, res.Message = false, err.Error()
+			res.Passed, res.Inconclusive, res.Message = false, false, err.Error()
 		}
 		res.Message = boundMessage(res.Message)
 		out = append(out, res)
 	}
-	return out
+	templated, limits := c.runTemplates(ctx, w, version)
+	return &AnalysisRound{Results: append(out, templated...), Threshold: limits.threshold, InconclusiveLimit: limits.inconclusive}
+}
+
+// probe is one query to a provider: the check, where it is written (its
+// field path, for messages) and headers a template adds.
+type probe struct {
+	field  string
+	check  scribev1.Check
+	header http.Header
+}
+
+// measure asks the probe's provider for its value, with the placeholders
+// of its query filled for version.
+func (c *Checker) measure(ctx context.Context, w *scribev1.Workload, p probe, version string) (measurement, error) {
+	if p.check.Type != scribev1.CheckWeb {
+		q, err := QueryFor(p.check.Query, w, version)
+		if err != nil {
+			return measurement{}, err
+		}
+		p.check.Query = q
+	}
+	switch p.check.Type {
+	case scribev1.CheckPrometheus:
+		return c.prometheus(ctx, w, p)
+	case scribev1.CheckDatadog:
+		return c.datadog(ctx, w, p, time.Now())
+	case scribev1.CheckNewRelic:
+		return c.newRelic(ctx, w, p)
+	case scribev1.CheckWeb:
+		return c.web(ctx, w, p, version)
+	}
+	return measurement{}, fmt.Errorf("unknown check type %q", p.check.Type)
 }
 
 func (c *Checker) deployment(ctx context.Context, id scribev1.ObjectIdentity) (*appsv1.Deployment, error) {
@@ -66,11 +114,12 @@ func (c *Checker) deployment(ctx context.Context, id scribev1.ObjectIdentity) (*
 	return d, nil
 }
 
-func (c *Checker) availability(ctx context.Context, id scribev1.ObjectIdentity) (bool, string, error) {
+func (c *Checker) availability(ctx context.Context, id scribev1.ObjectIdentity, res *scribev1.CheckResult) (bool, string, error) {
 	d, err := c.deployment(ctx, id)
 	if err != nil {
 		return false, "", err
 	}
+	res.Value = fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, d.Status.Replicas)
 	v := health.Deployment(d)
 	if v.State != health.Healthy {
 		return false, fmt.Sprintf("%s not available: %s", d.Name, v.Message), nil
@@ -78,7 +127,7 @@ func (c *Checker) availability(ctx context.Context, id scribev1.ObjectIdentity) 
 	return true, fmt.Sprintf("%s available (%d/%d ready)", d.Name, d.Status.ReadyReplicas, d.Status.Replicas), nil
 }
 
-func (c *Checker) restarts(ctx context.Context, id scribev1.ObjectIdentity, ch scribev1.Check) (bool, string, error) {
+func (c *Checker) restarts(ctx context.Context, id scribev1.ObjectIdentity, ch scribev1.Check, res *scribev1.CheckResult) (bool, string, error) {
 	d, err := c.deployment(ctx, id)
 	if err != nil {
 		return false, "", err
@@ -98,6 +147,7 @@ func (c *Checker) restarts(ctx context.Context, id scribev1.ObjectIdentity, ch s
 			return false, "", fmt.Errorf("max %q: %w", ch.Max, err)
 		}
 	}
+	res.Value, res.Condition = strconv.Itoa(int(n)), "<= "+strconv.FormatInt(limit, 10)
 	if int64(n) > limit {
 		return false, fmt.Sprintf("%d restarts in %d pods of %s, more than %d", n, len(pods.Items), d.Name, limit), nil
 	}

@@ -261,7 +261,9 @@ func TestPipelineNewerVersionArrivingMidPipelineOvertakesThePreviousOneStageBySt
 	// cluster applies nothing more).
 	f.addPipelineVersion(t, "v2")
 	dev.stableAt(t, "v2")
-	staging.drive(t, "v2 at its first step", func(w *scribev1.Workload) bool { return w.Status.CanaryVersion == "v2" && w.Status.Revision != "" })
+	staging.drive(t, "v2 at its first step", func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == "v2" && w.Status.Revision != "" && canaryWeight(w) > 0
+	})
 	f.waitPipeline(t, "v2 in flight in staging", func(p *scribev1.Pipeline) bool {
 		return stageOf(p, "staging").InFlight == "v2" && strings.Contains(p.Status.Summary, "staging=v1>v2(1/2)")
 	})
@@ -515,14 +517,15 @@ func TestPipelineControllerRestartedMidSoakKeepsTheSoakItSavedAndPromotesOnce(t 
 	}
 	staging.stableAt(t, "v2")
 	f.waitPipeline(t, "v2 everywhere", pipelineReady)
-	// One rollout of v2 in staging: its first step, its second, the promotion.
+	// One rollout of v2 in staging: its warm-up at weight 0, its first
+	// step, its second, the promotion.
 	var stagingV2 int
 	for _, c := range f.scribeCommits(t, "Workload/"+f.ns+"/web-staging") {
 		if strings.Contains(f.fileAt(t, c, "clusters/staging/"+f.ns+"/workload/web-staging/httproute-web-staging.yaml"), "web-staging-v2") {
 			stagingV2++
 		}
 	}
-	if stagingV2 != 3 {
-		t.Errorf("staging has %d commits naming v2, want 3 (step 1, step 2, promotion)", stagingV2)
+	if stagingV2 != 4 {
+		t.Errorf("staging has %d commits naming v2, want 4 (warm-up, step 1, step 2, promotion)", stagingV2)
 	}
 }

@@ -17,6 +17,8 @@ func workloadSummary(w *scribev1.Workload) string {
 	switch {
 	case st.CanaryVersion != "" && st.StableVersion == "":
 		return fmt.Sprintf("First rollout of **%s**: %s.", st.CanaryVersion, fmtTraffic(st.Traffic))
+	case warming(w):
+		return fmt.Sprintf("Rolling out **%s** (canary): deployed at weight 0 until it is available; step 1 of %d (weight %d) follows. %s.", st.CanaryVersion, len(steps(w)), steps(w)[0].Weight, fmtTraffic(st.Traffic))
 	case st.CanaryVersion != "":
 		strategy := scribev1.StrategyCanary
 		if w.Spec.Rollout != nil && w.Spec.Rollout.Strategy != "" {

@@ -160,6 +160,10 @@ type Health struct {
 // AnalysisRound is one run of the analysis checks.
 type AnalysisRound struct {
 	Results []scribev1.CheckResult
+	// Threshold and InconclusiveLimit, when set, are stricter limits
+	// than the Workload's, from its templates' failureLimit and
+	// inconclusiveLimit.
+	Threshold, InconclusiveLimit int32
 }
 
 // DecideRollout is the rollout state machine: from the Workload's spec
@@ -221,8 +225,14 @@ func (d *rollout) intend() {
 			setTraffic(st, want)
 		}
 	case st.CanaryVersion != newest:
-		// A new version: its rollout starts at the first step.
+		// A new version: its rollout starts at the first step, after a
+		// canary's warm-up at weight 0.
 		st.CanaryVersion, st.Step, st.RolledBackVersion = newest, 0, ""
+		if warmsUp(w) {
+			setTraffic(st, warmUpTraffic(w))
+			d.events = append(d.events, normalEvent("RolloutStarted", "rolling out %s: at weight 0 until available, then step 1 of %d, weight %d", newest, len(steps(w)), steps(w)[0].Weight))
+			return
+		}
 		setTraffic(st, stepTraffic(w, 0))
 		d.events = append(d.events, normalEvent("RolloutStarted", "rolling out %s: step 1 of %d, weight %d", newest, len(steps(w)), steps(w)[0].Weight))
 	}
@@ -351,6 +361,14 @@ func (d *rollout) judge() *RolloutAction {
 		}
 		return &RolloutAction{Kind: RolloutSettled, Marks: marks}
 	}
+	if warming(w) {
+		// The canary is available at weight 0: the first step sends it traffic.
+		rev := st.Revision
+		setTraffic(st, stepTraffic(w, 0))
+		return &RolloutAction{Kind: RolloutAdvance, Requeue: time.Millisecond, Events: []Event{
+			normalEvent("CanaryAvailable", "%s available at weight 0 (%s); step 1 of %d: %s", st.CanaryVersion, shortRev(rev), len(steps(w)), fmtTraffic(st.Traffic)),
+		}}
+	}
 	if st.StepHealthyAt == nil {
 		at := metav1.NewTime(d.now)
 		st.StepHealthyAt = &at
@@ -358,6 +376,9 @@ func (d *rollout) judge() *RolloutAction {
 	}
 	if st.StableVersion != "" {
 		if a := d.analyse(); a != nil {
+			return a
+		}
+		if a := d.holdOnLastRound(); a != nil {
 			return a
 		}
 	}
@@ -392,7 +413,7 @@ func (d *rollout) judge() *RolloutAction {
 func (d *rollout) analyse() *RolloutAction {
 	w, st := d.w, &d.w.Status
 	a := w.Spec.Rollout
-	if a == nil || a.Analysis == nil || len(a.Analysis.Checks) == 0 || !d.obs.Analysis {
+	if a == nil || a.Analysis == nil || (len(a.Analysis.Checks) == 0 && len(a.Analysis.Templates) == 0) || !d.obs.Analysis {
 		return nil
 	}
 	interval := analysisInterval(w)
@@ -405,25 +426,78 @@ func (d *rollout) analyse() *RolloutAction {
 	at := metav1.NewTime(d.now)
 	st.LastAnalysisAt = &at
 	st.Checks = d.obs.Checks.Results
-	var failed []string
-	for _, c := range st.Checks {
-		if !c.Passed {
-			failed = append(failed, c.Name+": "+c.Message)
-		}
-	}
-	if len(failed) == 0 {
+	failed, inconclusive := roundOutcome(st.Checks)
+	if len(failed) == 0 && len(inconclusive) == 0 {
+		st.InconclusiveChecks = 0
 		return nil
 	}
+	if len(failed) == 0 {
+		// No value to judge (a version with no sample yet): the step holds
+		// without a failed round, up to the inconclusive limit.
+		st.InconclusiveChecks++
+		limit := a.Analysis.InconclusiveLimit
+		if limit <= 0 {
+			limit = 10
+		}
+		if l := d.obs.Checks.InconclusiveLimit; l > 0 && l < limit {
+			limit = l
+		}
+		if st.InconclusiveChecks >= limit {
+			return d.rollback(fmt.Sprintf("%d inconclusive analysis rounds in a row of %s at step %d: %s", st.InconclusiveChecks, st.CanaryVersion, st.Step+1, strings.Join(inconclusive, "; ")))
+		}
+		d.events = append(d.events, warningEvent("CheckInconclusive", "round inconclusive (%d of %d in a row): %s", st.InconclusiveChecks, limit, strings.Join(inconclusive, "; ")))
+		return &RolloutAction{Kind: RolloutWait, Requeue: interval, Marks: []Mark{
+			markReconciling(ReasonProgressing, "step %d of %s: analysis inconclusive: %s", st.Step+1, st.CanaryVersion, strings.Join(inconclusive, "; ")),
+		}}
+	}
+	st.InconclusiveChecks = 0
 	st.FailedChecks++
 	threshold := a.Analysis.Threshold
 	if threshold <= 0 {
 		threshold = 3
+	}
+	if l := d.obs.Checks.Threshold; l > 0 && l < threshold {
+		threshold = l
 	}
 	d.events = append(d.events, warningEvent("CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; ")))
 	if st.FailedChecks >= threshold {
 		return d.rollback(fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
 	}
 	return &RolloutAction{Kind: RolloutWait, Requeue: interval}
+}
+
+// holdOnLastRound holds the step until the next analysis round when the
+// last round did not pass (it failed below the threshold, or was
+// inconclusive), so a reconcile between rounds never advances on it.
+func (d *rollout) holdOnLastRound() *RolloutAction {
+	st := &d.w.Status
+	if st.LastAnalysisAt == nil {
+		return nil
+	}
+	failed, inconclusive := roundOutcome(st.Checks)
+	if len(failed) == 0 && len(inconclusive) == 0 {
+		return nil
+	}
+	wait := analysisInterval(d.w) - d.now.Sub(st.LastAnalysisAt.Time)
+	if wait <= 0 {
+		wait = time.Millisecond
+	}
+	return &RolloutAction{Kind: RolloutWait, Requeue: wait, Marks: []Mark{
+		markReconciling(ReasonProgressing, "step %d of %s: the last analysis round did not pass; the next runs in %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second)),
+	}}
+}
+
+// roundOutcome lists an analysis round's failed and inconclusive checks.
+func roundOutcome(results []scribev1.CheckResult) (failed, inconclusive []string) {
+	for _, c := range results {
+		switch {
+		case c.Inconclusive:
+			inconclusive = append(inconclusive, c.Name+": "+c.Message)
+		case !c.Passed:
+			failed = append(failed, c.Name+": "+c.Message)
+		}
+	}
+	return failed, inconclusive
 }
 
 // rollback sends all traffic back to the stable version, once.
@@ -450,7 +524,7 @@ func setTraffic(st *scribev1.WorkloadStatus, tr []scribev1.VersionWeight) {
 	st.Traffic = tr
 	st.Revision = ""
 	st.StepHealthyAt, st.LastAnalysisAt = nil, nil
-	st.FailedChecks = 0
+	st.FailedChecks, st.InconclusiveChecks = 0, 0
 	st.Checks = nil
 	st.Evidence = ""
 	st.PullRequest = nil
@@ -522,6 +596,26 @@ func steps(w *scribev1.Workload) []scribev1.RolloutStep {
 		return []scribev1.RolloutStep{{Weight: 100}}
 	}
 	return ro.Steps
+}
+
+// warmsUp says a new canary first runs at weight 0 until its Deployment
+// is available, as Argo Rollouts and Flagger scale a canary up before a
+// router sends it traffic: otherwise the first step's share would reach
+// pods that are not Ready yet. Blue-green starts at weight 0 anyway.
+func warmsUp(w *scribev1.Workload) bool {
+	ro := w.Spec.Rollout
+	return ro != nil && (ro.Strategy == "" || ro.Strategy == scribev1.StrategyCanary) && steps(w)[0].Weight > 0
+}
+
+// warmUpTraffic is the warm-up's traffic: the canary at weight 0.
+func warmUpTraffic(w *scribev1.Workload) []scribev1.VersionWeight {
+	return []scribev1.VersionWeight{{Version: w.Status.StableVersion, Weight: 100}, {Version: w.Status.CanaryVersion, Weight: 0}}
+}
+
+// warming says the intent is a canary's warm-up.
+func warming(w *scribev1.Workload) bool {
+	st := &w.Status
+	return warmsUp(w) && st.CanaryVersion != "" && st.StableVersion != "" && st.Step == 0 && sameTraffic(st.Traffic, warmUpTraffic(w))
 }
 
 // stepTraffic is the traffic of step i: the canary's weight and the rest
@@ -603,7 +697,10 @@ func stepEvidence(w *scribev1.Workload, now time.Time) string {
 	}
 	for _, c := range st.Checks {
 		mark := "passed"
-		if !c.Passed {
+		switch {
+		case c.Inconclusive:
+			mark = "inconclusive"
+		case !c.Passed:
 			mark = "FAILED"
 		}
 		fmt.Fprintf(&b, "\n- check %s %s: %s", c.Name, mark, c.Message)

@@ -191,6 +191,19 @@ func checks(passed bool) *AnalysisRound {
 	return &AnalysisRound{Results: []scribev1.CheckResult{{Name: "restarts", Message: "7 restarts"}}}
 }
 
+// inconclusiveRound is a round whose only check had no sample.
+func inconclusiveRound() *AnalysisRound {
+	return &AnalysisRound{Results: []scribev1.CheckResult{{Name: "errors", Inconclusive: true, Message: "query returned no sample"}}}
+}
+
+func inconclusiveLimit(n int32) func(*scribev1.WorkloadSpec) {
+	return func(s *scribev1.WorkloadSpec) { s.Rollout.Analysis.InconclusiveLimit = n }
+}
+
+func inconclusiveFor(n int32) func(*scribev1.WorkloadStatus) {
+	return func(st *scribev1.WorkloadStatus) { st.InconclusiveChecks = n }
+}
+
 // view shows the status fields a decision table speaks of; a row names
 // only those it checks.
 func view(st scribev1.WorkloadStatus) map[string]string {
@@ -222,7 +235,8 @@ func view(st scribev1.WorkloadStatus) map[string]string {
 		"phase": string(st.Phase), "stable": st.StableVersion, "canary": st.CanaryVersion, "rolledBack": st.RolledBackVersion,
 		"step": fmt.Sprint(st.Step), "traffic": fmtTraffic(st.Traffic), "revision": st.Revision, "digest": st.Digest,
 		"healthyAt": when(st.StepHealthyAt), "analysedAt": when(st.LastAnalysisAt), "failedRounds": fmt.Sprint(st.FailedChecks),
-		"checks": strings.Join(results, ","), "drainAt": when(st.DrainStartedAt), "message": st.Message, "evidence": st.Evidence,
+		"inconclusiveRounds": fmt.Sprint(st.InconclusiveChecks),
+		"checks":             strings.Join(results, ","), "drainAt": when(st.DrainStartedAt), "message": st.Message, "evidence": st.Evidence,
 		"pr": pr, "generated": gen,
 	}
 }
@@ -294,14 +308,14 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 		{name: "first rollout already intended: rendered as it is",
 			spec: web("v1"), status: firstRollout(),
 			kind: RolloutRender, fields: fields{"canary": "v1", "step": "0", "traffic": "v1=100%", "revision": "c1"}},
-		{name: "new version: its canary starts at step 0 with the first weight",
+		{name: "new version: its canary warms up at weight 0 before the first step (no request reaches pods not Ready yet)",
 			spec: web("v1,v2"), status: stableAt("v1"),
-			kind: RolloutRender, fields: fields{"stable": "v1", "canary": "v2", "step": "0", "traffic": "v1=90%,v2=10%", "revision": ""},
-			events: []string{"RolloutStarted: rolling out v2: step 1 of 3, weight 10"}},
+			kind: RolloutRender, fields: fields{"stable": "v1", "canary": "v2", "step": "0", "traffic": "v1=100%,v2=0%", "revision": ""},
+			events: []string{"RolloutStarted: rolling out v2: at weight 0 until available, then step 1 of 3, weight 10"}},
 		{name: "new version after a rollback: the rolled-back version and the rollback message are cleared",
 			spec: web("v1,v2,v3"), status: rolledBack(-time.Minute),
-			kind: RolloutRender, fields: fields{"canary": "v3", "step": "0", "traffic": "v1=90%,v3=10%", "rolledBack": "", "message": "", "phase": "RolledBack"},
-			events: []string{"RolloutStarted: rolling out v3: step 1 of 3, weight 10"}},
+			kind: RolloutRender, fields: fields{"canary": "v3", "step": "0", "traffic": "v1=100%,v3=0%", "rolledBack": "", "message": "", "phase": "RolledBack"},
+			events: []string{"RolloutStarted: rolling out v3: at weight 0 until available, then step 1 of 3, weight 10"}},
 		{name: "blueGreen new version: it starts dark at weight 0",
 			spec: web("v1,v2", strategy(scribev1.StrategyBlueGreen)), status: stableAt("v1"),
 			kind: RolloutRender, fields: fields{"canary": "v2", "step": "0", "traffic": "v1=100%,v2=0%"},
@@ -440,6 +454,18 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 			obs:  RolloutObservations{Rendered: rendered("d1"), Health: healthy},
 			kind: RolloutSettled, fields: fields{"phase": "Healthy"},
 			marks: []string{"Ready=True/Succeeded", "-Reconciling", "-Stalled"}},
+		{name: "warm-up applied, the canary not available yet: wait (checks that need traffic would have none)",
+			spec: web("v1,v2"), status: canaryAt(0, "v1=100,v2=0"), obs: RolloutObservations{Rendered: rendered("d2"), Health: canaryPending},
+			kind: RolloutWait, requeue: poll, fields: fields{"traffic": "v1=100%,v2=0%", "healthyAt": ""},
+			marks: []string{"Reconciling=True/ApplyPending", "Ready=False/ApplyPending"}},
+		{name: "warm-up applied and the canary available: the first step's weight, without a pause or an analysis round",
+			spec: web("v1,v2", analysed(2)), status: canaryAt(0, "v1=100,v2=0"), obs: RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutAdvance, requeue: time.Millisecond, fields: fields{"step": "0", "traffic": "v1=90%,v2=10%", "revision": "", "healthyAt": "", "analysedAt": ""},
+			events: []string{"CanaryAvailable: v2 available at weight 0 (c2); step 1 of 3: v1=90%,v2=10%"}},
+		{name: "a first step of weight 0 is not a warm-up: it holds and advances like any step",
+			spec: web("v1,v2", func(s *scribev1.WorkloadSpec) { s.Rollout.Steps[0].Weight = 0 }), status: canaryAt(0, "v1=100,v2=0", healthySince(-2*time.Minute)), obs: RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutAdvance, requeue: time.Millisecond, fields: fields{"step": "1", "traffic": "v1=50%,v2=50%"},
+			events: []string{"StepAdvanced: step 2 of 3: v1=50%,v2=50%"}},
 		{name: "step applied and healthy: its pause starts",
 			spec: web("v1,v2"), status: canaryAt(0, "v1=90,v2=10"), obs: RolloutObservations{Rendered: rendered("d2"), Health: healthy},
 			kind: RolloutWait, requeue: 30 * time.Second, fields: fields{"healthyAt": "t0", "step": "0"},
@@ -464,6 +490,36 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 			kind: RolloutRollBack, requeue: time.Millisecond, fields: fields{"phase": "RolledBack", "canary": "", "rolledBack": "v2", "traffic": "v1=100%", "healthyAt": ""},
 			marks:  []string{"Ready=False/RolledBack"},
 			events: []string{"Warning CheckFailed: round 2 of 2 failed: restarts: 7 restarts", "Warning RolledBack: rollback of v2: 2 failed analysis rounds of v2 at step 3: restarts: 7 restarts"}},
+		{name: "step healthy, a failed round whose template's failureLimit is 0: roll back at once, below the Workload's threshold",
+			spec: web("v1,v2", analysed(3)), status: canaryAt(0, "v1=90,v2=10", healthySince(-2*time.Minute)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Checks: &AnalysisRound{Results: checks(false).Results, Threshold: 1}},
+			kind: RolloutRollBack, requeue: time.Millisecond, fields: fields{"phase": "RolledBack", "rolledBack": "v2"},
+			marks:  []string{"Ready=False/RolledBack"},
+			events: []string{"Warning CheckFailed: round 1 of 1 failed: restarts: 7 restarts", "Warning RolledBack: rollback of v2: 1 failed analysis rounds of v2 at step 1: restarts: 7 restarts"}},
+		{name: "step healthy, a round with no sample: inconclusive, the step holds without a failed round",
+			spec: web("v1,v2", analysed(2)), status: canaryAt(0, "v1=90,v2=10", healthySince(-2*time.Minute), analysedAt(-time.Minute, 1)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Checks: inconclusiveRound()},
+			kind: RolloutWait, requeue: 30 * time.Second, fields: fields{"failedRounds": "1", "inconclusiveRounds": "1", "step": "0", "analysedAt": "t0"},
+			marks:  []string{"Reconciling=True/Progressing"},
+			events: []string{"Warning CheckInconclusive: round inconclusive (1 of 10 in a row): errors: query returned no sample"}},
+		{name: "step healthy, inconclusive rounds reach the limit: roll back",
+			spec: web("v1,v2", analysed(2), inconclusiveLimit(3)), status: canaryAt(0, "v1=90,v2=10", healthySince(-2*time.Minute), analysedAt(-time.Minute, 0), inconclusiveFor(2)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Checks: inconclusiveRound()},
+			kind: RolloutRollBack, requeue: time.Millisecond, fields: fields{"phase": "RolledBack", "canary": "", "rolledBack": "v2", "traffic": "v1=100%", "inconclusiveRounds": "0"},
+			marks:  []string{"Ready=False/RolledBack"},
+			events: []string{"Warning RolledBack: rollback of v2: 3 inconclusive analysis rounds in a row of v2 at step 1: errors: query returned no sample"}},
+		{name: "step healthy, a passed round after inconclusive ones: the count starts again and the step goes on",
+			spec: web("v1,v2", analysed(2)), status: canaryAt(0, "v1=90,v2=10", healthySince(-2*time.Minute), analysedAt(-time.Minute, 0), inconclusiveFor(4)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Checks: checks(true)},
+			kind: RolloutAdvance, requeue: time.Millisecond, fields: fields{"step": "1", "inconclusiveRounds": "0"},
+			events: []string{"StepAdvanced: step 2 of 3: v1=50%,v2=50%"}},
+		{name: "pause over but the last round failed (below the threshold) and the next is not due: hold until it runs",
+			spec: web("v1,v2", analysed(3)), status: canaryAt(0, "v1=90,v2=10", healthySince(-2*time.Minute), analysedAt(-10*time.Second, 1), func(st *scribev1.WorkloadStatus) {
+				st.Checks = checks(false).Results
+			}),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutWait, requeue: 20 * time.Second, fields: fields{"step": "0", "failedRounds": "1"},
+			marks: []string{"Reconciling=True/Progressing"}},
 		{name: "step healthy, checks pass, the pause is not over: hold, back at the next round",
 			spec: web("v1,v2", analysed(2)), status: canaryAt(0, "v1=90,v2=10", healthySince(-20*time.Second), analysedAt(-time.Minute, 0)),
 			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Checks: checks(true)},

@@ -222,7 +222,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	wr := &WorkloadReconciler{
 		Publisher:   p,
 		Events:      mgr.GetEventRecorder("scribe-controller"),
-		Checks:      &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient},
+		Checks:      &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient, Secrets: p.Resolver.Secret, Templates: mgr.GetAPIReader()},
 		Poll:        opts.Poll,
 		WatchedPoll: opts.WatchedPoll,
 	}

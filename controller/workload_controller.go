@@ -225,7 +225,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			}
 			obs.Health = h
 		case RolloutAnalyse:
-			obs.Checks = &AnalysisRound{Results: r.Checks.Run(ctx, w, st.CanaryVersion, deploymentOf(bundle, st.CanaryVersion))}
+			obs.Checks = r.Checks.RunRound(ctx, w, st.CanaryVersion, deploymentOf(bundle, st.CanaryVersion))
 		case RolloutRollBack:
 			log.FromContext(ctx).Info("rolling back", "version", st.RolledBackVersion, "reason", act.Why)
 			return ctrl.Result{RequeueAfter: act.Requeue}, nil

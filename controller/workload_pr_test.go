@@ -12,6 +12,26 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
+// warmUpByPullRequest plays a new canary's warm-up in pull-request mode:
+// its pull request (not previous) is merged and applied, the canary's
+// Deployment available. It returns the pull request's number.
+func (f *fixture) warmUpByPullRequest(t *testing.T, gh *forgetest.GitHub, branch string, previous int) int {
+	t.Helper()
+	got := f.waitWorkload(t, "the warm-up at weight 0 proposed", func(w *scribev1.Workload) bool {
+		return w.Status.PullRequest != nil && w.Status.PullRequest.Number != previous && canaryWeight(w) == 0
+	})
+	for _, pr := range gh.PullRequests() {
+		if pr.Number == got.Status.PullRequest.Number && !strings.Contains(pr.Body, "deployed at weight 0 until it is available") {
+			t.Errorf("the warm-up's pull request does not say what it does:\n%s", pr.Body)
+		}
+	}
+	merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
+	f.waitWorkload(t, "the warm-up merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+	f.deploymentReady(t, "web-"+got.Status.CanaryVersion, true)
+	f.playFlux(t, kustomizationName("Workload", f.ns, "web"), merge, true, "", "")
+	return got.Status.PullRequest.Number
+}
+
 // mergePR merges Scribe's branch into main on the git server as a person
 // pressing "Merge" does, tells the fake GitHub, and returns the merge commit.
 func (f *fixture) mergePR(t *testing.T, gh *forgetest.GitHub, number int, branch string) string {
@@ -59,10 +79,12 @@ func TestWorkloadPullRequestPromotionWaitsForEachMergeAndCarriesEvidence(t *test
 	f.playFlux(t, ks, merge, true, "", "")
 	f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
 
-	// A new version: step 1 is a pull request too, and step 2 waits for it.
+	// A new version: its warm-up at weight 0 and step 1 are pull requests
+	// too, and step 2 waits for them.
 	f.addVersion(t, "v2", nil)
+	warmPR := f.warmUpByPullRequest(t, gh, branch, got.Status.PullRequest.Number)
 	got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
-		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != got.Status.PullRequest.Number
+		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
 	})
 	step1PR := got.Status.PullRequest.Number
 	merge = f.mergePR(t, gh, step1PR, branch)

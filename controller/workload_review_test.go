@@ -98,8 +98,9 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 					Checks: []scribev1.Check{{Name: "restarts", Type: "restarts", Max: "1"}},
 				}
 			})
+			warmPR := f.warmUpByPullRequest(t, gh, branch, v1PR)
 			got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
-				return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != v1PR
+				return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
 			})
 			step1PR := got.Status.PullRequest.Number
 			step1 := f.mergePR(t, gh, step1PR, branch)

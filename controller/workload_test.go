@@ -119,6 +119,31 @@ func (f *fixture) deployStable(t *testing.T, w *scribev1.Workload) string {
 	return got.Status.Revision
 }
 
+// canaryWeight is the canary's weight in status, -1 without a canary.
+func canaryWeight(w *scribev1.Workload) int32 {
+	for _, tr := range w.Status.Traffic {
+		if tr.Version == w.Status.CanaryVersion && w.Status.CanaryVersion != "" {
+			return tr.Weight
+		}
+	}
+	return -1
+}
+
+// warmUp plays a new canary's warm-up: its commit at weight 0 is applied
+// and its Deployment available, so the first step is committed next.
+func (f *fixture) warmUp(t *testing.T, canary string) string {
+	t.Helper()
+	w := f.waitWorkload(t, canary+" committed at weight 0", func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == canary && w.Status.Revision != "" && canaryWeight(w) == 0
+	})
+	if got := f.routeWeights(t, w.Status.Revision); !strings.HasSuffix(got, ",web-"+canary+"=0") {
+		t.Fatalf("the warm-up commit routes %q, want %s at 0", got, canary)
+	}
+	f.deploymentReady(t, "web-"+canary, true)
+	f.playFlux(t, kustomizationName("Workload", f.ns, "web"), w.Status.Revision, true, "", "")
+	return w.Status.Revision
+}
+
 func (f *fixture) addVersion(t *testing.T, v string, mutate func(w *scribev1.Workload)) {
 	t.Helper()
 	w := f.workload(t)
@@ -140,11 +165,12 @@ func TestWorkloadCanaryCommitsEachStepOnlyAfterThePreviousIsAppliedAndHealthy(t 
 	}
 	ks := kustomizationName("Workload", f.ns, "web")
 	f.addVersion(t, "v2", nil)
+	warm := f.warmUp(t, "v2")
 
-	var steps []string
+	steps := []string{warm}
 	for i, want := range []string{"web-v1=90,web-v2=10", "web-v1=50,web-v2=50", "web-v1=0,web-v2=100"} {
 		w := f.waitWorkload(t, fmt.Sprintf("step %d committed", i+1), func(w *scribev1.Workload) bool {
-			return w.Status.CanaryVersion == "v2" && int(w.Status.Step) == i && w.Status.Revision != ""
+			return w.Status.CanaryVersion == "v2" && int(w.Status.Step) == i && w.Status.Revision != "" && canaryWeight(w) > 0
 		})
 		rev := w.Status.Revision
 		if got := f.routeWeights(t, rev); got != want {
@@ -175,7 +201,7 @@ func TestWorkloadCanaryCommitsEachStepOnlyAfterThePreviousIsAppliedAndHealthy(t 
 	commits := f.scribeCommits(t, "Workload/"+f.ns+"/web")
 	want := append(append([]string{first}, steps...), w.Status.Revision)
 	if strings.Join(commits, " ") != strings.Join(want, " ") {
-		t.Fatalf("Scribe's commits %v, want first, 10, 50, 100, promotion: %v", commits, want)
+		t.Fatalf("Scribe's commits %v, want first, warm-up at 0, 10, 50, 100, promotion: %v", commits, want)
 	}
 	if got := f.routeWeights(t, w.Status.Revision); got != "web-v1=0,web-v2=100" {
 		t.Errorf("promotion routes %q", got)
@@ -194,8 +220,9 @@ func TestWorkloadFailingChecksPastThresholdRollBackWithExactlyOneCommit(t *testi
 			Checks: []scribev1.Check{{Name: "restarts", Type: "restarts", Max: "1"}},
 		}
 	})
+	f.warmUp(t, "v2")
 	w := f.waitWorkload(t, "step 1 committed", func(w *scribev1.Workload) bool {
-		return w.Status.CanaryVersion == "v2" && w.Status.Step == 0 && w.Status.Revision != ""
+		return w.Status.CanaryVersion == "v2" && w.Status.Step == 0 && w.Status.Revision != "" && canaryWeight(w) > 0
 	})
 	step1 := w.Status.Revision
 	// v2 runs but its pod keeps crashing.
@@ -255,8 +282,9 @@ func TestWorkloadControllerRestartedMidCanaryResumesAtTheSameStep(t *testing.T) 
 	f.deployStable(t, workload(f.ns, "v1"))
 	ks := kustomizationName("Workload", f.ns, "web")
 	f.addVersion(t, "v2", nil)
+	f.warmUp(t, "v2")
 	w := f.waitWorkload(t, "step 1 committed", func(w *scribev1.Workload) bool {
-		return w.Status.CanaryVersion == "v2" && w.Status.Step == 0 && w.Status.Revision != ""
+		return w.Status.CanaryVersion == "v2" && w.Status.Step == 0 && w.Status.Revision != "" && canaryWeight(w) > 0
 	})
 	step1 := w.Status.Revision
 	stop()

@@ -434,6 +434,48 @@ type Analysis struct {
 	// +listMapKey=name
 	// +optional
 	Checks []Check `json:"checks,omitempty"`
+	// Templates are Argo Rollouts AnalysisTemplates (in the Workload's
+	// namespace) or ClusterAnalysisTemplates whose metrics run as checks
+	// at every round, beside checks: prometheus, web, datadog and
+	// newRelic metrics, with their successCondition and failureCondition;
+	// a template with another provider fails the round, naming it.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	Templates []AnalysisTemplateRef `json:"templates,omitempty"`
+	// Args fill the templates' `{{args.NAME}}`. An argument named version,
+	// namespace or workload that is not given here is the version under
+	// analysis, the Workload's namespace and its name.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Args []AnalysisArg `json:"args,omitempty"`
+}
+
+// AnalysisTemplateRef names an Argo Rollouts analysis template.
+type AnalysisTemplateRef struct {
+	// TemplateName is the AnalysisTemplate's (or ClusterAnalysisTemplate's) name.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	TemplateName string `json:"templateName"`
+	// ClusterScope names a ClusterAnalysisTemplate.
+	// +optional
+	ClusterScope bool `json:"clusterScope,omitempty"`
+}
+
+// AnalysisArg is a value for a template's argument.
+type AnalysisArg struct {
+	// Name of the argument.
+	// +kubebuilder:validation:Pattern="^[a-zA-Z0-9]([-_a-zA-Z0-9.]*[a-zA-Z0-9])?$"
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+	// Value of the argument.
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Value string `json:"value"`
 }
 
 // Check is one analysis check.

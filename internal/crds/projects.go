@@ -154,6 +154,20 @@ func Projects() []Project {
 			Kinds: []string{"BackendTLSPolicy", "TLSRoute"},
 		},
 		{
+			// Argo Rollouts' analysis templates, which a Workload's analysis
+			// may reference (spec.rollout.analysis.templates). v1.10.2's
+			// go.mod needs a newer Go than go.mod's.
+			Name: "argo-rollouts", Mirror: "argo-rollouts",
+			Upstream: "github.com/argoproj/argo-rollouts", Version: "v1.10.1",
+			Module: "github.com/argoproj/argo-rollouts", Sum: "h1:6oyVPGiHHxu3ixkT6mngemh88HLPDoTX1IwO6KNR1Y4=",
+			Path: "manifests/crds",
+			Files: []string{
+				"analysis-template-crd.yaml",
+				"cluster-analysis-template-crd.yaml",
+			},
+			Kinds: []string{"AnalysisTemplate", "ClusterAnalysisTemplate"},
+		},
+		{
 			Name: "cluster-api", Mirror: "cluster-api",
 			Upstream: "github.com/kubernetes-sigs/cluster-api", Version: "v1.14.2",
 			Module: "sigs.k8s.io/cluster-api", Sum: "h1:o3GFNaeNFAOEEMpDPfhCK+2CjmV6gtQ8yLEcUwCg7bA=",

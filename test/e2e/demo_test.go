@@ -60,7 +60,14 @@ func TestDemo(t *testing.T) {
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
+	// Steady requests through Traefik, and the route as the gateway
+	// accepted it, to show what each version was served at each step.
+	load := StartLoad(s.GatewayAddr(), "web.example.com", 20)
+	defer load.Stop()
+	rec := recordRoute(s, ns, "web")
 	walkCanary(t, s, w, wV2.Spec.Versions[len(wV2.Spec.Versions)-1])
+	time.Sleep(3 * time.Second) // the last weights, served a little longer
+	served := servedPerStep(rec.Stop(), load)
 	waitExperiment(t, s, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
 		return e.Status.Phase == scribev1.ExperimentComplete
 	})
@@ -81,6 +88,7 @@ func TestDemo(t *testing.T) {
 	work := t.TempDir()
 	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
 	log := publishtest.Git(t, work, "log", "--format=%h %s")
+	fmt.Printf("\nWhat Traefik served while the route carried each step's weights (the demo app answers with its version):\n%s", indent(strings.Join(served, "\n")+"\n"))
 	fmt.Printf("\nSUMMARY: the loop came up, Scribe was installed by its chart, the Workload's canary 10/50/100 was applied by %s and promoted with real pods Ready at each step, and the Experiment is Complete (its component installed from the catalog repository), in %s.\nScribe's commits on %s:\n%s\n",
 		applier, time.Since(start).Round(time.Second), RepoName, indent(log))
 	if os.Getenv("SCRIBE_DEMO_UP") != "" {

@@ -37,7 +37,7 @@ func newTrafficLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Stac
 // errorRatio is the Prometheus check of the traffic tests: the share of
 // the version's answers that were 5xx over the last 15 s, as the demo
 // app's counters say (no errors reads as 0; no requests as no sample,
-// which fails the round).
+// an inconclusive round that holds the step without failing it).
 const errorRatio = `(sum(rate(demo_app_http_errors_total{namespace="{{namespace}}",version="{{version}}"}[15s])) or vector(0))` +
 	` / sum(rate(demo_app_http_requests_total{namespace="{{namespace}}",version="{{version}}"}[15s]))`
 
@@ -45,8 +45,9 @@ const errorRatio = `(sum(rate(demo_app_http_errors_total{namespace="{{namespace}
 // 10/50/100 canary holding 12 s at 10 and 50 (long enough to measure what
 // each version served), analysed every 4 s by the error ratio from the
 // real Prometheus (at most 5 %, three failed rounds of a step roll back).
-// A round runs once the applier has applied the step, before the new pods
-// serve: the first round of a step may find no sample yet.
+// The canary first runs at weight 0 until its pods are Ready; a round
+// runs once a step is applied, and the first round of a step may find no
+// sample yet (inconclusive).
 func trafficWorkload(s *Stack, ns string) *scribev1.Workload {
 	hold := &metav1.Duration{Duration: 12 * time.Second}
 	w := canaryWorkload(ns)
@@ -140,6 +141,27 @@ func servedWindow(samples []routeSample, weights string) (from, to time.Time, ok
 	return from, to, false
 }
 
+// servedPerStep is, for each set of weights the route carried (in the
+// order the gateway accepted them), what the clients were served while it
+// did: one line per step.
+func servedPerStep(samples []routeSample, load *LoadGen) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, smp := range samples {
+		if !smp.accepted || seen[smp.weights] {
+			continue
+		}
+		seen[smp.weights] = true
+		from, to, ok := servedWindow(samples, smp.weights)
+		if !ok {
+			continue
+		}
+		sh, n := Shares(load.Between(from.Add(time.Second), to))
+		out = append(out, fmt.Sprintf("route %-22s %5.1f s  %4d answers  served %s", smp.weights, to.Sub(from).Seconds(), n, FormatShares(sh)))
+	}
+	return out
+}
+
 // TestLoopCanaryOnRealTraffic runs the demo service on the real node
 // behind Traefik, with steady load through Traefik's entrypoint and a
 // real Prometheus scraping the pods, through each applier:
@@ -186,7 +208,7 @@ func testCanaryOnRealTraffic(t *testing.T, applier scribev1.ApplierKind) {
 	for _, step := range []struct {
 		weights string
 		v2      float64
-	}{{"web-v1=90,web-v2=10", 0.10}, {"web-v1=50,web-v2=50", 0.50}, {"web-v1=0,web-v2=100", 1}} {
+	}{{"web-v1=100,web-v2=0", 0}, {"web-v1=90,web-v2=10", 0.10}, {"web-v1=50,web-v2=50", 0.50}, {"web-v1=0,web-v2=100", 1}} {
 		from, to, ok := servedWindow(samples, step.weights)
 		if !ok {
 			t.Fatalf("the route never showed %s accepted by Traefik", step.weights)
@@ -196,7 +218,7 @@ func testCanaryOnRealTraffic(t *testing.T, applier scribev1.ApplierKind) {
 		rs := load.Between(from.Add(time.Second), to)
 		sh, n := Shares(rs)
 		t.Logf("RESULT served while the route said %s (%.1f s, %d answers): %s", step.weights, to.Sub(from).Seconds(), n, FormatShares(sh))
-		if n < 40 {
+		if n < 40 && step.v2 > 0 {
 			t.Errorf("step %s: only %d answers in %s", step.weights, n, to.Sub(from))
 			continue
 		}

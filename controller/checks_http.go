@@ -1,0 +1,279 @@
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/textcut"
+)
+
+// A check's address, query and Secret are written by whoever writes the
+// Workload, and the answer comes from a server they choose. So: an
+// address must be an http(s) URL (no user info; a provider's base URL has
+// no query or fragment either, which would turn the API path into
+// something else); the controller never dials a link-local address (a
+// cloud's metadata service) nor follows a redirect; credentials come only
+// from a Secret bound to the URL (CheckBound); an answer is read up to
+// maxQueryAnswer bytes and queryTimeout; and text from the server reaches
+// status only as a short, quoted excerpt.
+const (
+	maxQueryAnswer = 4 << 20
+	queryTimeout   = 10 * time.Second
+	// maxRemoteText is the most bytes of a server's own words kept in a
+	// check's message; maxCheckMessage bounds the whole message.
+	maxRemoteText   = 200
+	maxCheckMessage = 1024
+	// headerKeyPrefix marks the Secret keys sent as headers.
+	headerKeyPrefix = "header."
+)
+
+// ValidatePrometheusAddress says why address cannot be a check's base
+// URL (Prometheus, Datadog, New Relic), or nil. The CRD enforces the same
+// rule; this one also guards objects stored before it.
+func ValidatePrometheusAddress(address string) error {
+	return validateCheckURL(address, false)
+}
+
+// validateCheckURL says why raw cannot be a check's URL; withQuery allows
+// a query (a web check's endpoint).
+func validateCheckURL(raw string, withQuery bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %s", remoteText(err.Error()))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("must be an http or https URL")
+	case u.Host == "" || u.Opaque != "":
+		return errors.New("must name a host")
+	case u.User != nil:
+		return errors.New("must not carry user info; credentials belong in the check's secretRef")
+	case !withQuery && (u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "?")):
+		return errors.New("must not have a query: it is the provider's base URL, the API path is appended")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return errors.New("must not have a fragment")
+	}
+	return nil
+}
+
+// NewAnalysisHTTPClient is the HTTP client analysis queries go through:
+// no redirects, no link-local destinations, a bounded time.
+func NewAnalysisHTTPClient() *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: refuseLinkLocal}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          32,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: queryTimeout,
+	}
+	return &http.Client{
+		Transport: tr,
+		Timeout:   queryTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// refuseLinkLocal stops a connection to a link-local address (169.254/16,
+// fe80::/10), whatever name resolved to it.
+func refuseLinkLocal(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
+		return fmt.Errorf("%s is link-local: analysis never queries it", host)
+	}
+	return nil
+}
+
+// endpoint is how one check talks to its provider: an HTTP client whose
+// answers are bounded and whose requests carry the Secret's headers, and
+// the Secret's data for the provider's own keys.
+type endpoint struct {
+	client *http.Client
+	secret map[string][]byte
+}
+
+// endpoint prepares the client for check i of w, which talks to target
+// (its base URL or web URL). The check's Secret, when it names one, must
+// be bound to target.
+func (c *Checker) endpoint(ctx context.Context, w *scribev1.Workload, p probe, target string) (*endpoint, error) {
+	ch := p.check
+	hc := c.HTTP
+	if hc == nil {
+		hc = NewAnalysisHTTPClient()
+	}
+	client := *hc
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	e := &endpoint{}
+	header := p.header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	var ca []byte
+	if ch.SecretRef != nil {
+		field := p.field + ".secretRef"
+		if c.Secrets == nil {
+			return nil, fmt.Errorf("%s: this controller reads no Secrets for analysis", field)
+		}
+		data, err := c.Secrets(ctx, w.Namespace, ch.SecretRef.Name, target, field)
+		if err != nil {
+			return nil, err
+		}
+		e.secret = data
+		for k, v := range data {
+			if name, ok := strings.CutPrefix(k, headerKeyPrefix); ok {
+				header.Set(name, strings.TrimSpace(string(v)))
+			}
+		}
+		switch {
+		case len(data["token"]) > 0:
+			header.Set("Authorization", "Bearer "+strings.TrimSpace(string(data["token"])))
+		case len(data["username"]) > 0:
+			r := &http.Request{Header: http.Header{}}
+			r.SetBasicAuth(string(data["username"]), string(data["password"]))
+			header.Set("Authorization", r.Header.Get("Authorization"))
+		}
+		ca = data["ca.crt"]
+	}
+	if len(ca) > 0 || ch.InsecureSkipVerify {
+		t, ok := next.(*http.Transport)
+		if !ok {
+			return nil, errors.New("this controller's HTTP client takes no TLS options")
+		}
+		t = t.Clone()
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: ch.InsecureSkipVerify} //nolint:gosec // the Workload asks for it, and the field says so
+		if len(ca) > 0 {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(ca) {
+				return nil, fmt.Errorf("%s.secretRef: ca.crt holds no PEM certificate", p.field)
+			}
+			cfg.RootCAs = pool
+		}
+		t.TLSClientConfig = cfg
+		next = t
+	}
+	client.Transport = checkTransport{next: next, header: header}
+	e.client = &client
+	return e, nil
+}
+
+// get sends a GET to u and returns the body of a 2xx answer.
+func (e *endpoint) do(ctx context.Context, req *http.Request) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	resp, err := e.client.Do(req.WithContext(ctx))
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("no answer within %s", queryTimeout)
+		}
+		return nil, errors.New(remoteText(redactURLError(err)))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("the server answered %s: %s", resp.Status, remoteText(string(body)))
+	}
+	return body, nil
+}
+
+// redactURLError is err's text without the URL's query (it may hold a
+// key some providers take there).
+func redactURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		u, perr := url.Parse(ue.URL)
+		if perr == nil {
+			u.RawQuery = ""
+			return ue.Op + " " + u.String() + ": " + ue.Err.Error()
+		}
+	}
+	return err.Error()
+}
+
+// checkTransport adds the check's headers to every request and bounds
+// every answer.
+type checkTransport struct {
+	next   http.RoundTripper
+	header http.Header
+}
+
+func (t checkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.header) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.header {
+			r.Header[k] = v
+		}
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err == nil {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxQueryAnswer}
+	}
+	return resp, err
+}
+
+// boundedBody fails a read past its limit instead of cutting the answer
+// short silently.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		if n, _ := b.ReadCloser.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("the answer is larger than %d MiB", maxQueryAnswer>>20)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// remoteText is at most maxRemoteText bytes of s, quoted so that no
+// newline, control character or markup passes as Scribe's own text.
+func remoteText(s string) string {
+	return strconv.Quote(textcut.Ellipsis(s, maxRemoteText))
+}
+
+// boundMessage keeps a check's message to maxCheckMessage bytes on one line.
+func boundMessage(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	return textcut.Ellipsis(s, maxCheckMessage)
+}
