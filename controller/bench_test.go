@@ -25,7 +25,14 @@ import (
 )
 
 // vmHWM is the process's peak resident set size in MiB.
-func vmHWM() float64 {
+func vmHWM() float64 { return procStatusMiB("VmHWM:") }
+
+// vmRSS is the process's resident set size in MiB.
+func vmRSS() float64 { return procStatusMiB("VmRSS:") }
+
+// procStatusMiB is the field (a size in kB) of /proc/self/status in MiB,
+// or 0 where there is none.
+func procStatusMiB(field string) float64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -33,7 +40,7 @@ func vmHWM() float64 {
 	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(s.Text(), field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb / 1024
 		}

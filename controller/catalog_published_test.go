@@ -27,6 +27,14 @@ const publishedCatalog = "scribe-catalog"
 // published catalog) render.
 func (f *fixture) publishCatalog(t testing.TB) {
 	t.Helper()
+	f.publishCatalogWith(t, "")
+}
+
+// publishCatalogWith is publishCatalog with entries, when not empty, as
+// the published directory's entries.cue: the platform team's own entries
+// beside the built-in ones.
+func (f *fixture) publishCatalogWith(t testing.TB, entries string) {
+	t.Helper()
 	files := map[string]string{}
 	err := fs.WalkDir(catalog.FS, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -38,6 +46,9 @@ func (f *fixture) publishCatalog(t testing.TB) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if entries != "" {
+		files["entries.cue"] = entries
 	}
 	blob, digest := controller.Artifact(t, files)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(blob) }))

@@ -42,7 +42,7 @@ import (
 // repository carries the first two, the Go module proxy serves the third).
 // A test whose CRD cannot be found is skipped, or fails under
 // SCRIBE_CRDS_REQUIRED=1 (package crdstest). Installing is idempotent.
-func expInstallCRDs(t *testing.T, f *fixture, crds ...string) {
+func expInstallCRDs(t testing.TB, f *fixture, crds ...string) {
 	t.Helper()
 	paths := make([]string, 0, len(crds))
 	for _, crd := range crds {
@@ -93,7 +93,7 @@ func hubExperiment(ns, name string) *scribev1.Experiment {
 	}
 }
 
-func (f *fixture) experiment(t *testing.T, name string) *scribev1.Experiment {
+func (f *fixture) experiment(t testing.TB, name string) *scribev1.Experiment {
 	t.Helper()
 	e := &scribev1.Experiment{}
 	if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: name}, e); err != nil {
@@ -188,7 +188,7 @@ func (f *fixture) playArgo(t *testing.T, id scribev1.ObjectIdentity, phase, mess
 // playComponent does what Flux does with the Kustomization that delivers
 // the hub Experiment's demo-services component: it exists, and reports
 // Ready (ready) or Ready=False with reason and message.
-func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, message string) {
+func (f *fixture) playComponent(t testing.TB, exp string, ready bool, reason, message string) {
 	t.Helper()
 	f.playDelivery(t, exp+"-app-demo-services", map[string]string{
 		"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/target": "app", "scribe.dev/component": "demo-services"},
@@ -198,7 +198,7 @@ func (f *fixture) playComponent(t *testing.T, exp string, ready bool, reason, me
 // playTemplate does what Flux does with the Kustomization that delivers the
 // workflow template comp (the hub Experiment's validation workflow, or a
 // workflow component of target).
-func (f *fixture) playTemplate(t *testing.T, exp, target, comp string, ready bool, reason, message string) {
+func (f *fixture) playTemplate(t testing.TB, exp, target, comp string, ready bool, reason, message string) {
 	t.Helper()
 	labels := map[string]string{"app.kubernetes.io/managed-by": "scribe", "scribe.dev/experiment": exp, "scribe.dev/component": comp}
 	name := exp + "-" + comp
@@ -213,7 +213,7 @@ func (f *fixture) playTemplate(t *testing.T, exp, target, comp string, ready boo
 // catalog entry: it exists with the labels render gives it, and reports
 // Ready (ready) or Ready=False with reason and message. The source it
 // reads is a GitRepository that is Ready with an artifact.
-func (f *fixture) playDelivery(t *testing.T, name string, labels map[string]string, path string, ready bool, reason, message string) {
+func (f *fixture) playDelivery(t testing.TB, name string, labels map[string]string, path string, ready bool, reason, message string) {
 	t.Helper()
 	status := metav1.ConditionFalse
 	if ready {
@@ -226,7 +226,7 @@ func (f *fixture) playDelivery(t *testing.T, name string, labels map[string]stri
 // True (applied and healthy), False (reason and message), or Unknown, as
 // kustomize-controller writes it while a reconcile is in progress (reason
 // Progressing, Reconciling=True, no observed generation yet).
-func (f *fixture) playDeliveryCondition(t *testing.T, name string, labels map[string]string, path string, status metav1.ConditionStatus, reason, message string) {
+func (f *fixture) playDeliveryCondition(t testing.TB, name string, labels map[string]string, path string, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
 	ctx := f.ctx()
 	src := &sourcev1.GitRepository{}
@@ -284,27 +284,32 @@ func (f *fixture) playDeliveryCondition(t *testing.T, name string, labels map[st
 
 // waitStage waits for stage n's commit to be recorded and returns the
 // Experiment as it was then.
-func (f *fixture) waitStage(t *testing.T, name string, n int32) *scribev1.Experiment {
+func (f *fixture) waitStage(t testing.TB, name string, n int32) *scribev1.Experiment {
 	t.Helper()
 	var e *scribev1.Experiment
 	waitFor(t, fmt.Sprintf("experiment %s: stage %d committed", name, n), func() (bool, string) {
 		e = f.experiment(t, name)
-		// The stage's commit is recorded in status.stages too: an intent
-		// saved before the push already says stage n, with the previous
-		// stage's revision still in status.revision.
-		recorded := false
-		for _, s := range e.Status.Stages {
-			recorded = recorded || (s.Stage == n && s.Commit == e.Status.Revision)
-		}
-		return e.Status.Stage == n && e.Status.Revision != "" && recorded && e.Status.ObservedGeneration == e.Generation, expState(e)
+		return stageCommitted(e, n), expState(e)
 	})
 	return e
+}
+
+// stageCommitted reports whether e's status records stage n's commit.
+// The stage's commit is recorded in status.stages too: an intent saved
+// before the push already says stage n, with the previous stage's
+// revision still in status.revision.
+func stageCommitted(e *scribev1.Experiment, n int32) bool {
+	recorded := false
+	for _, s := range e.Status.Stages {
+		recorded = recorded || (s.Stage == n && s.Commit == e.Status.Revision)
+	}
+	return e.Status.Stage == n && e.Status.Revision != "" && recorded && e.Status.ObservedGeneration == e.Generation
 }
 
 // applyStage waits for stage n's commit and plays Flux applying it and
 // installing what it adds of the hub Experiment: the demo-services
 // component (stage 2) and the validation workflow's template (stage 3).
-func (f *fixture) applyStage(t *testing.T, name string, n int32) string {
+func (f *fixture) applyStage(t testing.TB, name string, n int32) string {
 	t.Helper()
 	e := f.waitStage(t, name, n)
 	f.playFlux(t, kustomizationName("Experiment", f.ns, name), e.Status.Revision, true, "", "")

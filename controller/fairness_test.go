@@ -44,11 +44,18 @@ func startFairnessManager(t testing.TB, cfg *rest.Config, namespaces []string, o
 // scribe_render_duration_seconds observed.
 func renderCount(t testing.TB, reg prometheus.Gatherer, kind string) int {
 	t.Helper()
+	n, _ := renderTotals(t, reg, kind)
+	return n
+}
+
+// renderTotals is the renders of kind the registry's
+// scribe_render_duration_seconds observed and their seconds in all.
+func renderTotals(t testing.TB, reg prometheus.Gatherer, kind string) (n int, seconds float64) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
 	for _, mf := range mfs {
 		if mf.GetName() != "scribe_render_duration_seconds" {
 			continue
@@ -57,11 +64,12 @@ func renderCount(t testing.TB, reg prometheus.Gatherer, kind string) int {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "kind" && l.GetValue() == kind {
 					n += int(m.GetHistogram().GetSampleCount())
+					seconds += m.GetHistogram().GetSampleSum()
 				}
 			}
 		}
 	}
-	return n
+	return n, seconds
 }
 
 // countingConfig is cfg with a counter of the requests whose path

@@ -314,7 +314,7 @@ func kustomizationName(kind, ns, name string) types.NamespacedName {
 // Kustomization once it has applied revision: the Kustomization exists (the
 // root Kustomization created it from the .sync.yaml), its status records
 // the applied (or failed) revision.
-func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string, ready bool, reason, message string) {
+func (f *fixture) playFlux(t testing.TB, key types.NamespacedName, commit string, ready bool, reason, message string) {
 	t.Helper()
 	ctx := f.ctx()
 	ks := &kustomizev1.Kustomization{}
@@ -360,7 +360,7 @@ func (f *fixture) playFlux(t *testing.T, key types.NamespacedName, commit string
 // Repository path holds it): the directory it applies and the source it
 // reads (the custom resource's own GitRepository). A commit without the
 // sync file gives what render writes for the fixture's Repository.
-func (f *fixture) syncSpec(t *testing.T, src scribev1.ObjectIdentity, commit string) kustomizev1.KustomizationSpec {
+func (f *fixture) syncSpec(t testing.TB, src scribev1.ObjectIdentity, commit string) kustomizev1.KustomizationSpec {
 	t.Helper()
 	repoPath := "."
 	if f.repo != nil && f.repo.Spec.Git != nil && f.repo.Spec.Git.Path != "" {
@@ -468,7 +468,7 @@ func (f *fixture) scribeCommits(t *testing.T, object string) []string {
 }
 
 // fileAt reads a file of the repository at a commit.
-func (f *fixture) fileAt(t *testing.T, commit, path string) string {
+func (f *fixture) fileAt(t testing.TB, commit, path string) string {
 	t.Helper()
 	out, err := publishtest.RunGit("", "--git-dir", f.srv.BareDir(repoName), "show", commit+":"+path)
 	if err != nil {
