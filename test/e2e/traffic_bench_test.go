@@ -70,6 +70,7 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 	// step moving on is when its analysis passed.
 	type times struct{ intent, commit, route time.Time }
 	seen := make([]times, len(steps)+1) // the last: the promotion
+	var warm times
 	routeOK := func(step int) bool {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("gateway.networking.k8s.io/v1")
@@ -90,6 +91,11 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 		switch {
 		case got.Status.StableVersion == "v2":
 			st = len(steps)
+		case got.Status.CanaryVersion == "v2" && warmingUp(got):
+			// The warm-up at weight 0 precedes step 1: timed apart.
+			if warm.commit.IsZero() && got.Status.Revision != "" {
+				warm.commit = now
+			}
 		case got.Status.CanaryVersion == "v2" && got.Status.Step >= 0 && int(got.Status.Step) < len(steps):
 			st = int(got.Status.Step)
 		}
@@ -106,6 +112,9 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 		}
 		return st == len(steps) && !seen[st].commit.IsZero(), describe(got)
 	})
+	if !warm.commit.IsZero() && !seen[0].commit.IsZero() {
+		t.Logf("RESULT canary warm-up at weight 0: its commit -> step 1's commit %s", seen[0].commit.Sub(warm.commit).Round(time.Millisecond))
+	}
 	for i := 0; i < len(steps); i++ {
 		a, b := seen[i], seen[i+1]
 		if a.commit.IsZero() || a.route.IsZero() || b.intent.IsZero() || b.commit.IsZero() {
@@ -118,4 +127,15 @@ func canarySteps(t *testing.T, s *Stack, ns string) (toRoute, toAnalysed, toNext
 		total = append(total, b.commit.Sub(a.commit))
 	}
 	return toRoute, toAnalysed, toNext, total
+}
+
+// warmingUp says a Workload's canary is at its warm-up: weight 0 before
+// its first step.
+func warmingUp(w *scribev1.Workload) bool {
+	for _, tr := range w.Status.Traffic {
+		if tr.Version == w.Status.CanaryVersion {
+			return tr.Weight == 0 && w.Status.Step == 0
+		}
+	}
+	return false
 }
