@@ -245,7 +245,7 @@ type Dir struct {
 // Publish writes the changes. Result.Revision is "dir:" plus a digest of the
 // changes' bundle digests.
 func (d Dir) Publish(ctx context.Context, changes ...Change) (Result, error) {
-	if err := checkRepoPath(d.Path); err != nil {
+	if err := CheckRepoPath(d.Path); err != nil {
 		return Result{}, err
 	}
 	for _, c := range changes {
