@@ -54,7 +54,7 @@ func generated(t *Target, b *render.Bundle) *scribev1.GeneratedResources {
 }
 
 // baseOpts are the Git options for the branch pull requests target.
-func baseOpts(t *Target) gitsink.GitOptions {
+func baseOpts(t *Target) gitsink.Options {
 	o := *t.GitOpts
 	if b := t.Repo.Spec.Git.PullRequest.Base; b != "" {
 		o.Branch = b

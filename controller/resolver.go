@@ -30,7 +30,7 @@ const DefaultRepositoryName = "default"
 type Target struct {
 	Repo    *scribev1.Repository
 	Sink    publish.Sink
-	GitOpts *gitsink.GitOptions
+	GitOpts *gitsink.Options
 	OCI     *ocisink.Sink
 	// Applier applies what is published (Flux or Argo CD).
 	Applier Applier
@@ -182,7 +182,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	if err := credurl.Check(g.URL); err != nil {
 		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s: spec.git.url: %w: put them in spec.git.secretRef", repo.Namespace, repo.Name, err)}
 	}
-	opts := gitsink.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, MessageTemplateName: "spec.git.commitTemplate", SyncIndex: true,
+	opts := gitsink.Options{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, MessageTemplateName: "spec.git.commitTemplate", SyncIndex: true,
 		Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
 	if opts.Branch == "" {
 		opts.Branch = "main"
@@ -202,7 +202,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 		data = s
 		opts.Identity += " secret@" + rv
 	}
-	auth, err := gitsink.GitAuth(g.URL, data)
+	auth, err := gitsink.AuthFromSecret(g.URL, data)
 	if err != nil {
 		return &reasonError{reason: string(publish.ReasonAuthentication), err: err}
 	}

@@ -188,7 +188,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
-	git := gitsink.NewGit(filepath.Join(opts.DataDir, "git"))
+	git := gitsink.New(filepath.Join(opts.DataDir, "git"))
 	switch {
 	case opts.CommitInterval < 0:
 		git.CommitInterval = 0

@@ -108,7 +108,7 @@ type publishTarget struct {
 	sink publish.Sink
 	// git and gitOpts, for --git: to read the branch's sync files.
 	git     *gitsink.Git
-	gitOpts gitsink.GitOptions
+	gitOpts gitsink.Options
 	where   string // URL or directory, for the report line
 	dir     string // -o: the directory WriteDir replaces
 	oci     bool
@@ -350,7 +350,7 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 		if err != nil {
 			return publishTarget{}, err
 		}
-		auth, err := gitsink.GitAuth(p.git, data)
+		auth, err := gitsink.AuthFromSecret(p.git, data)
 		if err != nil {
 			return publishTarget{}, fmt.Errorf("%w (credentials come from --secret-dir and %s, %s, %s)", err, envGitUsername, envGitPassword, envGitToken)
 		}
@@ -360,11 +360,11 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 				return publishTarget{}, err
 			}
 		}
-		opts := gitsink.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, MessageTemplateName: "--message-template", SyncIndex: true}
+		opts := gitsink.Options{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, MessageTemplateName: "--message-template", SyncIndex: true}
 		if p.authorName != "" {
 			opts.Author = gitsink.Signature{Name: p.authorName, Email: p.authorEmail}
 		}
-		g := gitsink.NewGit(cacheDir)
+		g := gitsink.New(cacheDir)
 		s, err := g.Sink(opts)
 		if err != nil {
 			return publishTarget{}, fmt.Errorf("--git: %w", err)

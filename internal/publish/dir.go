@@ -1,5 +1,9 @@
-// Package publish writes rendered bundles out: to Git, to an OCI registry or
-// to a local directory. It is the only code in Scribe that writes output.
+// Package publish writes rendered bundles out. It holds the sinks'
+// contract (Change, Result, Sink, Error and its reasons), the Dir sink (a
+// local directory) and what the sinks share (the path rule, the sync
+// index's format, the bounded file reader). The Git sink is package
+// gitsink, the OCI sink package ocisink; together they are the only code
+// in Scribe that writes output.
 package publish
 
 import (

@@ -13,7 +13,7 @@ import (
 )
 
 // SyncIndexFile is the index Scribe keeps at the repository path when
-// GitOptions.SyncIndex is set: a kustomization listing every
+// gitsink.Options.SyncIndex is set: a kustomization listing every
 // <namespace>/<kind>/<name>.sync.yaml below it, so one root Flux
 // Kustomization (or Argo CD Application) at the path applies exactly the
 // per-object sync objects, and each of those applies its own directory.

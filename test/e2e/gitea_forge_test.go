@@ -39,12 +39,12 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := gitsink.GitAuth(g.RepoURL, map[string][]byte{"username": []byte(g.User), "password": []byte(g.Password)})
+	auth, err := gitsink.AuthFromSecret(g.RepoURL, map[string][]byte{"username": []byte(g.User), "password": []byte(g.Password)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	git := gitsink.NewGit(t.TempDir())
-	opts := gitsink.GitOptions{URL: g.RepoURL, Branch: "main", Path: SyncPath, Auth: auth, Author: gitsink.DefaultAuthor()}
+	git := gitsink.New(t.TempDir())
+	opts := gitsink.Options{URL: g.RepoURL, Branch: "main", Path: SyncPath, Auth: auth, Author: gitsink.DefaultAuthor()}
 	prOpts := gitsink.PullRequestOptions{Base: "main", Forge: fc}
 	mainAt, err := g.BranchSHA(ctx, "main")
 	if err != nil {

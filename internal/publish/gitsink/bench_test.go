@@ -87,7 +87,7 @@ spec:
 	return &render.Bundle{Dir: dir, Source: src, Generation: int64(rev + 1), Digest: fmt.Sprintf("sha256:%x", h.Sum(nil)), Files: files, Objects: objects, Sync: sync}
 }
 
-func benchSink(b *testing.B, g *gitsink.Git, opts gitsink.GitOptions) publish.Sink {
+func benchSink(b *testing.B, g *gitsink.Git, opts gitsink.Options) publish.Sink {
 	b.Helper()
 	s, err := g.Sink(opts)
 	if err != nil {
@@ -114,7 +114,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // reportPerOp reports the loop's mean latency in milliseconds (easier to
 // read than ns/op for network operations) and the Git counters per op.
-func reportPerOp(b *testing.B, n int, g *gitsink.Git, before gitsink.GitStats, srv *publishtest.GitServer, reqBefore int) {
+func reportPerOp(b *testing.B, n int, g *gitsink.Git, before gitsink.Stats, srv *publishtest.GitServer, reqBefore int) {
 	if n == 0 {
 		return
 	}
@@ -130,9 +130,9 @@ func reportPerOp(b *testing.B, n int, g *gitsink.Git, before gitsink.GitStats, s
 func BenchmarkGitPublishOneBundle(b *testing.B) {
 	srv := publishtest.NewGitServer(b)
 	url := srv.InitRepo(b, "small", "main")
-	g := gitsink.NewGit(b.TempDir())
+	g := gitsink.New(b.TempDir())
 	g.CommitInterval = 0 // each op is one commit, measured alone
-	sink := benchSink(b, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters"})
+	sink := benchSink(b, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters"})
 
 	start := time.Now()
 	publishChanged(b, sink, benchBundle("team-a", "web", 0))
@@ -181,10 +181,10 @@ func benchLargeRepo(b *testing.B, spec publishtest.BigRepo, src, genLog string, 
 	url := srv.AddBareRepo(b, "big", src)
 	b.Logf("copied the repository into the server in %s", time.Since(start).Round(time.Millisecond))
 
-	g := gitsink.NewGit(b.TempDir())
+	g := gitsink.New(b.TempDir())
 	g.CommitInterval = 0 // each op is one commit, measured alone
 	// Beside fifty foreign app directories of team-042.
-	sink := benchSink(b, g, gitsink.GitOptions{URL: url, Branch: spec.Branch, Path: "clusters"})
+	sink := benchSink(b, g, gitsink.Options{URL: url, Branch: spec.Branch, Path: "clusters"})
 	start = time.Now()
 	publishChanged(b, sink, benchBundle("team-042", "scribe-bench", 0))
 	first := time.Since(start)
@@ -262,9 +262,9 @@ func bench1000(b *testing.B, goroutines, perRoutine int, interval time.Duration)
 		n++
 		repo := fmt.Sprintf("fleet-%d", n)
 		url := srv.InitRepo(b, repo, "main")
-		g := gitsink.NewGit(b.TempDir())
+		g := gitsink.New(b.TempDir())
 		g.CommitInterval = interval
-		sink := benchSink(b, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters"})
+		sink := benchSink(b, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters"})
 		bundles := make([]*render.Bundle, total)
 		for i := range bundles {
 			bundles[i] = benchBundle(fmt.Sprintf("team-%02d", i%10), fmt.Sprintf("app-%04d", i), n)

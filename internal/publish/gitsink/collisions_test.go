@@ -68,9 +68,9 @@ func TestGitRefusesAnObjectAnotherCustomResourcePublishes(t *testing.T) {
 	ctx := context.Background()
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "shop", "main")
-	g := gitsink.NewGit(t.TempDir())
+	g := gitsink.New(t.TempDir())
 	g.CommitInterval = 0
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters", SyncIndex: true})
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters", SyncIndex: true})
 	checkout := objectBundle("shop", "checkout", "1", checkoutService, obj{"apps/v1", "Deployment", "shop", "checkout"})
 	if _, err := sink.Publish(ctx, publish.ChangeFor(checkout)); err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestGitRefusesAnObjectAnotherCustomResourcePublishes(t *testing.T) {
 		}
 	})
 	t.Run("a fresh publisher (a new process) finds the collision too", func(t *testing.T) {
-		fresh := newSink(t, gitsink.NewGit(t.TempDir()), gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters", SyncIndex: true})
+		fresh := newSink(t, gitsink.New(t.TempDir()), gitsink.Options{URL: url, Branch: "main", Path: "clusters", SyncIndex: true})
 		_, err := fresh.Publish(ctx, publish.ChangeFor(objectBundle("shop", "attacker", "1", checkoutService)))
 		wantConflict(t, err, "Workload shop/checkout")
 	})
@@ -107,7 +107,7 @@ func TestGitRefusesAnObjectAnotherCustomResourcePublishes(t *testing.T) {
 		}
 	})
 	t.Run("the same object under another repository path is no collision", func(t *testing.T) {
-		dev := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters-dev", SyncIndex: true})
+		dev := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters-dev", SyncIndex: true})
 		if _, err := dev.Publish(ctx, publish.ChangeFor(objectBundle("shop", "attacker", "1", checkoutService))); err != nil {
 			t.Fatal(err)
 		}
@@ -151,9 +151,9 @@ func TestGitCollisionsWithinABatch(t *testing.T) {
 	ctx := context.Background()
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "batch", "main")
-	g := gitsink.NewGit(t.TempDir())
+	g := gitsink.New(t.TempDir())
 	g.CommitInterval = 0
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters"})
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters"})
 
 	t.Run("two changes of one call rendering one object fail the call as a whole", func(t *testing.T) {
 		a := objectBundle("shop", "a", "1", checkoutService)
@@ -211,7 +211,7 @@ func TestGitPublishesToABranchThatDoesNotExistYet(t *testing.T) {
 	url := srv.InitRepo(t, "shop", "main")
 	for i, path := range []string{"", ".", "clusters"} {
 		branch := fmt.Sprintf("feature-%d", i)
-		sink := newSink(t, gitsink.NewGit(t.TempDir()), gitsink.GitOptions{URL: url, Branch: branch, Path: path, SyncIndex: true})
+		sink := newSink(t, gitsink.New(t.TempDir()), gitsink.Options{URL: url, Branch: branch, Path: path, SyncIndex: true})
 		res, err := sink.Publish(ctx, publish.ChangeFor(objectBundle("shop", "checkout", "1", checkoutService)))
 		if err != nil || !res.Changed {
 			t.Fatalf("path %s: publish to the new branch %s = %+v, %v", path, branch, res, err)

@@ -137,7 +137,7 @@ func FuzzCommitTemplate(f *testing.F) {
 			edits = append(edits, pc)
 		}
 		for _, tmpl := range []string{"", text} {
-			s := &gitSink{opts: GitOptions{URL: "https://git.example.com/r.git", Path: "clusters"}}
+			s := &gitSink{opts: Options{URL: "https://git.example.com/r.git", Path: "clusters"}}
 			if tmpl != "" {
 				ct, err := parseCommitTemplate("t", tmpl)
 				if err != nil {

@@ -38,12 +38,12 @@ func TestGitEntryPointsRefuseCredentialsInTheURL(t *testing.T) {
 		"git:s3cret@git.example.com:org/r.git",
 	}
 	for _, u := range urls {
-		g := NewGit(t.TempDir())
-		_, errSink := g.Sink(GitOptions{URL: u, Branch: "main"})
-		_, errAuth := GitAuth(u, nil)
-		_, errAccess := g.CheckAccess(context.Background(), GitOptions{URL: u, Branch: "main"})
+		g := New(t.TempDir())
+		_, errSink := g.Sink(Options{URL: u, Branch: "main"})
+		_, errAuth := AuthFromSecret(u, nil)
+		_, errAccess := g.CheckAccess(context.Background(), Options{URL: u, Branch: "main"})
 		_, errStore := g.store(u)
-		for name, err := range map[string]error{"Sink": errSink, "GitAuth": errAuth, "CheckAccess": errAccess, "store": errStore} {
+		for name, err := range map[string]error{"Sink": errSink, "AuthFromSecret": errAuth, "CheckAccess": errAccess, "store": errStore} {
 			if err == nil {
 				t.Errorf("%s(%s) accepted the URL", name, u)
 				continue

@@ -44,9 +44,9 @@ func TestFullCacheDiskIsCacheUnwritableNotTheRemote(t *testing.T) {
 	if _, err := srv.CommitOnServer("big", "main", "blob.txt", hex.EncodeToString(noise)); err != nil {
 		t.Fatal(err)
 	}
-	g := gitsink.NewGit(filepath.Join(cache, "git"))
+	g := gitsink.New(filepath.Join(cache, "git"))
 	g.CommitInterval = 0
-	sink, err := g.Sink(gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters"})
+	sink, err := g.Sink(gitsink.Options{URL: url, Branch: "main", Path: "clusters"})
 	if err != nil {
 		t.Fatal(err)
 	}

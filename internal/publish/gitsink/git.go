@@ -1,3 +1,9 @@
+// Package gitsink publishes rendered bundles to a branch of a Git
+// repository, or proposes them in a pull request (with package forge). It
+// keeps one cached bare repository per remote and one writer per branch,
+// batches concurrent changes into few commits, grafts each change's owned
+// subtree onto the branch's tip, and pushes with retry. It implements
+// publish.Sink; the contract and the error reasons are package publish's.
 package gitsink
 
 import (
@@ -15,8 +21,8 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
-// GitOptions configure publishing to one branch of one Git repository.
-type GitOptions struct {
+// Options configure publishing to one branch of one Git repository.
+type Options struct {
 	// URL is the clone URL: https://, http:// or ssh://, or the scp form.
 	URL string
 	// Branch receives the commits.
@@ -24,7 +30,7 @@ type GitOptions struct {
 	// Path is the directory inside the repository under which Scribe owns
 	// <namespace>/<kind>/<name>/ and <namespace>/<kind>/<name>.sync.yaml.
 	Path string
-	// Auth for fetch and push; nil for anonymous. See GitAuth.
+	// Auth for fetch and push; nil for anonymous. See AuthFromSecret.
 	Auth transport.AuthMethod
 	// Author and committer of Scribe's commits.
 	Author Signature
@@ -79,7 +85,7 @@ type Git struct {
 	// started, and every change queued meanwhile goes into it. A change to
 	// a branch that has not been written for CommitInterval commits at
 	// once; only a burst waits, and piles up into few commits. 0 commits
-	// whatever is queued as soon as the previous commit is pushed. NewGit
+	// whatever is queued as soon as the previous commit is pushed. New
 	// sets DefaultCommitInterval; change it before first use.
 	CommitInterval time.Duration
 
@@ -98,8 +104,8 @@ type gitStats struct {
 	commits, conflicts, fetches atomic.Int64
 }
 
-// GitStats counts what a Git publisher did since it was made.
-type GitStats struct {
+// Stats counts what a Git publisher did since it was made.
+type Stats struct {
 	// Commits pushed.
 	Commits int64
 	// Conflicts: pushes refused because another writer moved the branch
@@ -110,18 +116,18 @@ type GitStats struct {
 }
 
 // Stats returns the counters.
-func (g *Git) Stats() GitStats {
-	return GitStats{Commits: g.stats.commits.Load(), Conflicts: g.stats.conflicts.Load(), Fetches: g.stats.fetches.Load()}
+func (g *Git) Stats() Stats {
+	return Stats{Commits: g.stats.commits.Load(), Conflicts: g.stats.conflicts.Load(), Fetches: g.stats.fetches.Load()}
 }
 
-// NewGit makes a Git publisher that caches repositories under cacheDir.
-func NewGit(cacheDir string) *Git {
+// New makes a Git publisher that caches repositories under cacheDir.
+func New(cacheDir string) *Git {
 	return &Git{CommitInterval: DefaultCommitInterval, cacheDir: cacheDir, stores: map[string]*lockedStore{}, writers: map[string]*gitWriter{}}
 }
 
 // Sink returns the writer for opts.URL and opts.Branch. Writers are shared:
 // every sink for the same URL and branch commits through one queue.
-func (g *Git) Sink(opts GitOptions) (publish.Sink, error) {
+func (g *Git) Sink(opts Options) (publish.Sink, error) {
 	if opts.URL == "" || opts.Branch == "" {
 		return nil, fmt.Errorf("git sink: url and branch are required")
 	}
@@ -167,7 +173,7 @@ func (g *Git) Sink(opts GitOptions) (publish.Sink, error) {
 // proves the URL, the network path and the credentials (forges check write
 // access there), and returns the branch's head ("" when the branch does not
 // exist yet). Nothing is fetched or written.
-func (g *Git) CheckAccess(ctx context.Context, opts GitOptions) (string, error) {
+func (g *Git) CheckAccess(ctx context.Context, opts Options) (string, error) {
 	if opts.URL == "" || opts.Branch == "" {
 		return "", fmt.Errorf("git access check: url and branch are required")
 	}

@@ -134,13 +134,13 @@ func TestGitPublishWithForeignWritersLosesNothing(t *testing.T) {
 	url := srv.InitRepo(t, "busy", "main")
 	racer := &pushRacer{}
 	racer.install(t, srv)
-	g := gitsink.NewGit(t.TempDir())
+	g := gitsink.New(t.TempDir())
 	g.CommitInterval = 0 // race the foreign writers with every commit Scribe can make
 	// Half of all pushes lose at random, so allow more tries than the
 	// default 10 (ten losses in a row happen once in a thousand commits):
 	// the test is about losing nothing, not about the bound
 	// (TestGitPublishGivesUpAfterBoundedConflicts proves the bound).
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "deploy", MaxAttempts: 40, Backoff: 20 * time.Millisecond})
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "deploy", MaxAttempts: 40, Backoff: 20 * time.Millisecond})
 
 	const writers, bundles, publishers = 4, 60, 6
 	var wg sync.WaitGroup
@@ -229,8 +229,8 @@ func TestGitPublishGivesUpAfterBoundedConflicts(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", MaxAttempts: 3, Backoff: time.Millisecond})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", MaxAttempts: 3, Backoff: time.Millisecond})
 	_, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("ns", "a", "x")))
 	if err == nil {
 		t.Fatal("publish succeeded against a branch that always moves")
@@ -263,8 +263,8 @@ func TestGitPublishRetriesOnTheNewTipAfterLosingARace(t *testing.T) {
 			}
 		}
 	})
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "deploy"})
 	b := testBundle("ns", "a", "x")
 	res, err := sink.Publish(context.Background(), publish.ChangeFor(b))
 	if err != nil {
@@ -296,10 +296,10 @@ func TestGitPublishRetriesOnTheNewTipAfterLosingARace(t *testing.T) {
 func TestGitBatchesNeverMixWritersWithDifferentIdentities(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "shared", "main")
-	g := gitsink.NewGit(t.TempDir())
+	g := gitsink.New(t.TempDir())
 	sinks := map[string]publish.Sink{
-		"team-a": newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Identity: "team-a/default", Author: gitsink.Signature{Name: "A", Email: "a@example.com"}}),
-		"team-b": newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Identity: "team-b/default", Author: gitsink.Signature{Name: "B", Email: "b@example.com"}}),
+		"team-a": newSink(t, g, gitsink.Options{URL: url, Branch: "main", Identity: "team-a/default", Author: gitsink.Signature{Name: "A", Email: "a@example.com"}}),
+		"team-b": newSink(t, g, gitsink.Options{URL: url, Branch: "main", Identity: "team-b/default", Author: gitsink.Signature{Name: "B", Email: "b@example.com"}}),
 	}
 	var wg sync.WaitGroup
 	for ns, sink := range sinks {
@@ -340,8 +340,8 @@ func TestGitBatchesNeverMixWritersWithDifferentIdentities(t *testing.T) {
 func TestGitBurstBecomesAFewCommits(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "burst", "main")
-	g := gitsink.NewGit(t.TempDir()) // the default commit interval
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	g := gitsink.New(t.TempDir()) // the default commit interval
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "deploy"})
 	const n = 60
 	results := make([]publish.Result, n)
 	bundles := make([]*render.Bundle, n)
@@ -393,9 +393,9 @@ func TestGitBurstBecomesAFewCommits(t *testing.T) {
 func TestGitLoneChangeIsNotPaced(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "lone", "main")
-	g := gitsink.NewGit(t.TempDir())
+	g := gitsink.New(t.TempDir())
 	g.CommitInterval = time.Hour
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "deploy"})
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "deploy"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := sink.Publish(ctx, publish.ChangeFor(testBundle("ns", "first", "x"))); err != nil {

@@ -54,7 +54,7 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-func newSink(t *testing.T, g *gitsink.Git, opts gitsink.GitOptions) publish.Sink {
+func newSink(t *testing.T, g *gitsink.Git, opts gitsink.Options) publish.Sink {
 	t.Helper()
 	s, err := g.Sink(opts)
 	if err != nil {
@@ -79,8 +79,8 @@ func TestGitPublishWritesOwnedPathsAndTrailers(t *testing.T) {
 	publishtest.Git(t, work, "commit", "--quiet", "-m", "foreign notes")
 	publishtest.Git(t, work, "push", "--quiet", "origin", "main")
 
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters", Author: gitsink.Signature{Name: "Scribe Bot", Email: "bot@example.com"}})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters", Author: gitsink.Signature{Name: "Scribe Bot", Email: "bot@example.com"}})
 	b := testBundle("team-a", "web", "one")
 	b.Generation = 7
 	res, err := sink.Publish(ctx, publish.ChangeFor(b))
@@ -131,8 +131,8 @@ func TestGitPublishReplacesTheWholeOwnedSubtreeAndDeletes(t *testing.T) {
 	ctx := context.Background()
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main"})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main"})
 
 	web := testBundle("team-a", "web", "one")
 	api := testBundle("team-a", "api", "one")
@@ -182,8 +182,8 @@ func TestGitPublishReplacesTheWholeOwnedSubtreeAndDeletes(t *testing.T) {
 func TestGitPublishIntoEmptyRepositoryCreatesTheBranch(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	publishtest.Git(t, "", "init", "--quiet", "--bare", srv.BareDir("empty"))
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: srv.RepoURL("empty"), Branch: "deploy"})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: srv.RepoURL("empty"), Branch: "deploy"})
 	res, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("ns", "a", "x")))
 	if err != nil {
 		t.Fatal(err)
@@ -197,8 +197,8 @@ func TestGitPublishIntoEmptyRepositoryCreatesTheBranch(t *testing.T) {
 func TestGitPublishRejectsChangesOutsideOwnedPaths(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main"})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main"})
 	before := srv.Requests()
 	b := testBundle("ns", "a", "x")
 	b.Files = append(b.Files, render.File{Path: "ns/workload/b/evil.yaml", Data: []byte("x")})
@@ -217,8 +217,8 @@ func TestGitPublishRejectsChangesOutsideOwnedPaths(t *testing.T) {
 func TestGitPublishTemplateMessage(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main",
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main",
 		MessageTemplate: "deploy({{range .Changes}}{{.Namespace}}/{{.Name}}@{{.Generation}}{{end}}) on {{.Branch}}"})
 	if _, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("ns", "a", "x"))); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestGitPublishTemplateMessage(t *testing.T) {
 	if !strings.HasPrefix(msg, "deploy(ns/a@1) on main\n\nScribe-Object: Workload/ns/a\n") {
 		t.Errorf("message = %q", msg)
 	}
-	if _, err := g.Sink(gitsink.GitOptions{URL: url, Branch: "main", MessageTemplate: "{{.Nope"}); err == nil {
+	if _, err := g.Sink(gitsink.Options{URL: url, Branch: "main", MessageTemplate: "{{.Nope"}); err == nil {
 		t.Error("a broken template was accepted")
 	}
 }
@@ -237,8 +237,8 @@ func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
 	ctx := context.Background()
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
-	opts := gitsink.GitOptions{URL: url, Branch: "main", Path: "deploy"}
-	g := gitsink.NewGit(t.TempDir())
+	opts := gitsink.Options{URL: url, Branch: "main", Path: "deploy"}
+	g := gitsink.New(t.TempDir())
 	sink := newSink(t, g, opts)
 	b := testBundle("ns", "web", "one")
 	initial := publishtest.Git(t, "", "--git-dir", srv.BareDir("exp"), "rev-parse", "main")
@@ -251,7 +251,7 @@ func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fresh cache has to fetch the foreign commit to answer.
-	fresh := gitsink.NewGit(t.TempDir())
+	fresh := gitsink.New(t.TempDir())
 	for _, tc := range []struct {
 		name          string
 		g             *gitsink.Git
@@ -282,8 +282,8 @@ func TestDescendsTracksScribesPathsAcrossOtherCommits(t *testing.T) {
 func TestGitDeleteOnAMissingBranchCreatesNothing(t *testing.T) {
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "never"})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "never"})
 	b := testBundle("ns", "a", "x")
 	res, err := sink.Publish(context.Background(), publish.DeleteFor(b.Source, 1))
 	if err != nil || res.Changed {
@@ -300,8 +300,8 @@ func TestGitPublishNeverReplacesSomeoneElsesFileWithADirectory(t *testing.T) {
 	if _, err := srv.CommitOnServer("exp", "main", "tools", "a file named like a namespace\n"); err != nil {
 		t.Fatal(err)
 	}
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main"})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main"})
 	_, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("tools", "a", "x")))
 	if err == nil || !strings.Contains(err.Error(), `"tools" is a file of someone else`) {
 		t.Fatalf("err = %v", err)
@@ -316,8 +316,8 @@ func TestGitSyncIndexListsExactlyTheSyncFiles(t *testing.T) {
 	ctx := context.Background()
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
-	g := gitsink.NewGit(t.TempDir())
-	sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters/dev", SyncIndex: true})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters/dev", SyncIndex: true})
 	a, b := testBundle("team-a", "web", "x"), testBundle("team-b", "api", "x")
 	if _, err := sink.Publish(ctx, publish.ChangeFor(a), publish.ChangeFor(b)); err != nil {
 		t.Fatal(err)

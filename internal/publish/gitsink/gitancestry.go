@@ -27,7 +27,7 @@ const descendsDepth = 1000
 // those paths, so it needs no history walk and is cheap at any distance;
 // commits the cache lacks are fetched (the cache is deepened when a shallow
 // fetch cut ours off).
-func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.ObjectIdentity, ours, applied string) (bool, error) {
+func (g *Git) Descends(ctx context.Context, opts Options, src scribev1.ObjectIdentity, ours, applied string) (bool, error) {
 	if ours == applied {
 		return true, nil
 	}
@@ -48,7 +48,7 @@ func (g *Git) Descends(ctx context.Context, opts GitOptions, src scribev1.Object
 	return same, err
 }
 
-func descends(ctx context.Context, st *gitStore, opts GitOptions, src scribev1.ObjectIdentity, a, b plumbing.Hash) (bool, error) {
+func descends(ctx context.Context, st *gitStore, opts Options, src scribev1.ObjectIdentity, a, b plumbing.Hash) (bool, error) {
 	if !st.hasCommit(b) || !st.hasCommit(a) {
 		sess, ar, err := st.remoteRefs(ctx)
 		if err != nil {

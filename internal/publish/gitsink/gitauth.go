@@ -27,14 +27,14 @@ const (
 	SecretKnownHosts  = "known_hosts"
 )
 
-// GitAuth builds the auth method for url from the data of a Secret:
+// AuthFromSecret builds the auth method for url from the data of a Secret:
 //   - https/http: "username" and "password" (basic), or "bearerToken";
 //   - ssh: "identity" (a private key; "password" is its passphrase) and
 //     "known_hosts", which is required: the host key is always checked.
 //
 // Empty data means anonymous access. Keys that do not fit the URL's scheme
 // are an error rather than silently ignored.
-func GitAuth(url string, data map[string][]byte) (transport.AuthMethod, error) {
+func AuthFromSecret(url string, data map[string][]byte) (transport.AuthMethod, error) {
 	// Credentials come from data only; a URL that carries some is refused
 	// before it is parsed, so no parse error can repeat them.
 	if err := credurl.Check(url); err != nil {

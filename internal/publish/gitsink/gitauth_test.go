@@ -36,7 +36,7 @@ func TestGitAuthFromSecretData(t *testing.T) {
 		{name: "ssh bad known_hosts", url: ssh.RepoURL("x"), data: map[string][]byte{"identity": key, "known_hosts": []byte("garbage")}, wantErr: `"known_hosts"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			auth, err := gitsink.GitAuth(tc.url, tc.data)
+			auth, err := gitsink.AuthFromSecret(tc.url, tc.data)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
@@ -58,7 +58,7 @@ func TestGitAuthFromSecretData(t *testing.T) {
 }
 
 // publishOnce publishes one small bundle through a fresh sink.
-func publishOnce(t *testing.T, g *gitsink.Git, opts gitsink.GitOptions, name string) (publish.Result, error) {
+func publishOnce(t *testing.T, g *gitsink.Git, opts gitsink.Options, name string) (publish.Result, error) {
 	t.Helper()
 	sink, err := g.Sink(opts)
 	if err != nil {
@@ -116,12 +116,12 @@ func TestGitPublishFailuresSayWhichAndTheCacheStaysUsable(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup()
 			}
-			auth, err := gitsink.GitAuth(tc.url, tc.secret)
+			auth, err := gitsink.AuthFromSecret(tc.url, tc.secret)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := gitsink.NewGit(t.TempDir())
-			opts := gitsink.GitOptions{URL: tc.url, Branch: "main", Auth: auth, MaxAttempts: 2}
+			g := gitsink.New(t.TempDir())
+			opts := gitsink.Options{URL: tc.url, Branch: "main", Auth: auth, MaxAttempts: 2}
 			_, err = publishOnce(t, g, opts, "fails")
 			if err == nil {
 				t.Fatal("publish succeeded")
@@ -144,18 +144,18 @@ func TestGitPublishFailuresSayWhichAndTheCacheStaysUsable(t *testing.T) {
 		publishtest.Git(t, "", "--git-dir", srv.BareDir("exp"), "config", "core.hooksPath", "/dev/null")
 		srv.RequireBasicAuth("scribe", "s3cret")
 		cache := t.TempDir()
-		g := gitsink.NewGit(cache)
-		bad, _ := gitsink.GitAuth(url, basic("scribe", "wrong"))
-		if _, err := publishOnce(t, g, gitsink.GitOptions{URL: url, Branch: "main", Auth: bad}, "x"); err == nil {
+		g := gitsink.New(cache)
+		bad, _ := gitsink.AuthFromSecret(url, basic("scribe", "wrong"))
+		if _, err := publishOnce(t, g, gitsink.Options{URL: url, Branch: "main", Auth: bad}, "x"); err == nil {
 			t.Fatal("wrong password accepted")
 		}
-		good, _ := gitsink.GitAuth(url, basic("scribe", "s3cret"))
-		res, err := publishOnce(t, g, gitsink.GitOptions{URL: url, Branch: "main", Auth: good}, "x")
+		good, _ := gitsink.AuthFromSecret(url, basic("scribe", "s3cret"))
+		res, err := publishOnce(t, g, gitsink.Options{URL: url, Branch: "main", Auth: good}, "x")
 		if err != nil || !res.Changed {
 			t.Fatalf("publish after a failure = %+v, %v", res, err)
 		}
-		sshAuth, _ := gitsink.GitAuth(sshSrv.RepoURL("exp"), map[string][]byte{"identity": key, "known_hosts": sshSrv.KnownHosts()})
-		res2, err := publishOnce(t, g, gitsink.GitOptions{URL: sshSrv.RepoURL("exp"), Branch: "main", Auth: sshAuth}, "over-ssh")
+		sshAuth, _ := gitsink.AuthFromSecret(sshSrv.RepoURL("exp"), map[string][]byte{"identity": key, "known_hosts": sshSrv.KnownHosts()})
+		res2, err := publishOnce(t, g, gitsink.Options{URL: sshSrv.RepoURL("exp"), Branch: "main", Auth: sshAuth}, "over-ssh")
 		if err != nil || !res2.Changed {
 			t.Fatalf("publish over ssh = %+v, %v", res2, err)
 		}

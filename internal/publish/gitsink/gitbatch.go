@@ -27,7 +27,7 @@ const DefaultCommitInterval = time.Second
 
 type gitSink struct {
 	w    *gitWriter
-	opts GitOptions
+	opts Options
 	tmpl *commitTemplate
 }
 

@@ -28,7 +28,7 @@ func TestStorePanicBecomesAnErrorDropsTheCacheAndRetriesOnce(t *testing.T) {
 		{"success runs once", []string{""}, 1, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewGit(t.TempDir())
+			g := New(t.TempDir())
 			ls, err := g.store("https://git.example.com/team/gitops.git")
 			if err != nil {
 				t.Fatal(err)

@@ -48,9 +48,9 @@ func childPublish() int {
 	ctx := context.Background()
 	name, content := os.Getenv(childName), os.Getenv(childContent)
 	for round := 0; ; round++ {
-		g := gitsink.NewGit(os.Getenv(childCache))
+		g := gitsink.New(os.Getenv(childCache))
 		g.CommitInterval = 0
-		sink, err := g.Sink(gitsink.GitOptions{URL: os.Getenv(childURL), Branch: "main", Path: "clusters", SyncIndex: true})
+		sink, err := g.Sink(gitsink.Options{URL: os.Getenv(childURL), Branch: "main", Path: "clusters", SyncIndex: true})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return childExitFail
@@ -325,8 +325,8 @@ func TestGitBrokenCacheIsRebuiltNotFailedForever(t *testing.T) {
 				srv := publishtest.NewGitServer(t)
 				url := srv.InitRepo(t, "broken", "main")
 				cache := t.TempDir()
-				opts := gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters", SyncIndex: true}
-				g := gitsink.NewGit(cache)
+				opts := gitsink.Options{URL: url, Branch: "main", Path: "clusters", SyncIndex: true}
+				g := gitsink.New(cache)
 				g.CommitInterval = 0
 				if _, err := newSink(t, g, opts).Publish(ctx, publish.ChangeFor(testBundle("team-a", "web", "one"))); err != nil {
 					t.Fatal(err)
@@ -337,7 +337,7 @@ func TestGitBrokenCacheIsRebuiltNotFailedForever(t *testing.T) {
 				}
 				tc.break_(t, cache, cacheRepo(t, cache))
 				if !same {
-					g = gitsink.NewGit(cache)
+					g = gitsink.New(cache)
 					g.CommitInterval = 0
 				}
 				res, err := newSink(t, g, opts).Publish(ctx, publish.ChangeFor(testBundle("team-a", "web", "two")))
@@ -351,7 +351,7 @@ func TestGitBrokenCacheIsRebuiltNotFailedForever(t *testing.T) {
 					t.Fatalf("web holds %q, want %q", got, "two")
 				}
 				// And the rebuilt cache keeps working.
-				if _, err := newSink(t, gitsink.NewGit(cache), opts).Publish(ctx, publish.ChangeFor(testBundle("team-a", "web", "three"))); err != nil {
+				if _, err := newSink(t, gitsink.New(cache), opts).Publish(ctx, publish.ChangeFor(testBundle("team-a", "web", "three"))); err != nil {
 					t.Fatalf("publish after the rebuild: %v", err)
 				}
 				fsck(t, srv.BareDir("broken"))

@@ -106,8 +106,8 @@ func TestGitPublishSignsCommitsThatGitVerifies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := gitsink.NewGit(t.TempDir())
-			sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Signer: signer, Author: gitsink.Signature{Name: "Scribe Bot", Email: "bot@example.com"}})
+			g := gitsink.New(t.TempDir())
+			sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Signer: signer, Author: gitsink.Signature{Name: "Scribe Bot", Email: "bot@example.com"}})
 			if _, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("ns", "signed-"+tc.name, "x"))); err != nil {
 				t.Fatal(err)
 			}

@@ -41,7 +41,7 @@ type gitStore struct {
 	repo    *git.Repository
 	ep      *transport.Endpoint
 	tr      transport.Transport
-	// fetches counts fetches, for GitStats.
+	// fetches counts fetches, for Stats.
 	fetches *atomic.Int64
 	// loose counts objects written loose since the cache was opened.
 	loose int

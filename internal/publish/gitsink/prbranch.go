@@ -31,7 +31,7 @@ const (
 // Scribe pushed), a commit Scribe wrote for src, or a commit the base
 // branch already holds: a commit someone else pushed and nobody merged is
 // kept. The delete names the tip it saw, so a push racing it wins.
-func (g *Git) DeleteProposalBranch(ctx context.Context, opts GitOptions, pr PullRequestOptions, src scribev1.ObjectIdentity, head string) (BranchCleanup, error) {
+func (g *Git) DeleteProposalBranch(ctx context.Context, opts Options, pr PullRequestOptions, src scribev1.ObjectIdentity, head string) (BranchCleanup, error) {
 	sink, err := g.Sink(opts)
 	if err != nil {
 		return "", err

@@ -18,7 +18,7 @@ import (
 // PullRequestOptions configure promotion by pull request: the change is
 // pushed to its own branch and proposed into Base through the forge's API.
 type PullRequestOptions struct {
-	// Base is the branch the pull request targets; GitOptions.Branch when empty.
+	// Base is the branch the pull request targets; Options.Branch when empty.
 	Base string
 	// Forge opens, updates and reads pull requests.
 	Forge forge.Client
@@ -61,7 +61,7 @@ func PullRequestBranch(src scribev1.ObjectIdentity) string {
 // with a lease (the push names the branch's current commit as the expected
 // old value), so a push never overwrites a commit Scribe has not seen. The
 // body carries a summary of the rendered diff and the evidence text.
-func (g *Git) Propose(ctx context.Context, opts GitOptions, pr PullRequestOptions, change publish.Change, evidence string) (Proposal, error) {
+func (g *Git) Propose(ctx context.Context, opts Options, pr PullRequestOptions, change publish.Change, evidence string) (Proposal, error) {
 	sink, err := g.Sink(opts)
 	if err != nil {
 		return Proposal{}, err
@@ -200,7 +200,7 @@ func scribeWrote(c *object.Commit, src scribev1.ObjectIdentity) bool {
 // whether its head reached Base. A merge is recognised from the forge, and
 // also from Git alone: the head commit is an ancestor of Base's tip, or Base
 // holds the same owned paths as the head (a squash or rebase merge).
-func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullRequestOptions, src scribev1.ObjectIdentity, head string) (Proposal, error) {
+func (g *Git) ProposalStatus(ctx context.Context, opts Options, pr PullRequestOptions, src scribev1.ObjectIdentity, head string) (Proposal, error) {
 	sink, err := g.Sink(opts)
 	if err != nil {
 		return Proposal{}, err
@@ -244,7 +244,7 @@ func (g *Git) ProposalStatus(ctx context.Context, opts GitOptions, pr PullReques
 }
 
 // proposalStatusInCache decides from Git alone whether prop.Head reached base.
-func proposalStatusInCache(ctx context.Context, st *gitStore, opts GitOptions, base string, src scribev1.ObjectIdentity, prop Proposal) (Proposal, error) {
+func proposalStatusInCache(ctx context.Context, st *gitStore, opts Options, base string, src scribev1.ObjectIdentity, prop Proposal) (Proposal, error) {
 	sess, ar, err := st.remoteRefs(ctx)
 	if err != nil {
 		return prop, err

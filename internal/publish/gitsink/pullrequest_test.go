@@ -20,7 +20,7 @@ type prEnv struct {
 	gh    *forgetest.GitHub
 	url   string
 	g     *gitsink.Git
-	opts  gitsink.GitOptions
+	opts  gitsink.Options
 	prOpt gitsink.PullRequestOptions
 }
 
@@ -34,8 +34,8 @@ func newPREnv(t *testing.T) *prEnv {
 		t.Fatal(err)
 	}
 	return &prEnv{
-		srv: srv, gh: gh, url: url, g: gitsink.NewGit(t.TempDir()),
-		opts:  gitsink.GitOptions{URL: url, Branch: "main", Path: "deploy"},
+		srv: srv, gh: gh, url: url, g: gitsink.New(t.TempDir()),
+		opts:  gitsink.Options{URL: url, Branch: "main", Path: "deploy"},
 		prOpt: gitsink.PullRequestOptions{Base: "main", Forge: client},
 	}
 }

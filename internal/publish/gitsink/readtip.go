@@ -20,7 +20,7 @@ const maxSyncFile = 1 << 20
 // that does not exist yet holds none. publish reads them before
 // rendering, so a custom resource keeps the names its applier objects
 // already have (see the templates' naming migration).
-func (g *Git) SyncObjects(ctx context.Context, opts GitOptions) ([]publish.Object, error) {
+func (g *Git) SyncObjects(ctx context.Context, opts Options) ([]publish.Object, error) {
 	sink, err := g.Sink(opts)
 	if err != nil {
 		return nil, err

@@ -47,8 +47,8 @@ func TestGitSyncIndexNeverOverwritesAKustomizationScribeDidNotWrite(t *testing.T
 			publishtest.Git(t, work, "push", "--quiet", "origin", "main")
 			before := publishtest.Git(t, work, "rev-parse", "HEAD")
 
-			g := gitsink.NewGit(t.TempDir())
-			sink := newSink(t, g, gitsink.GitOptions{URL: url, Branch: "main", Path: "clusters/dev", SyncIndex: true})
+			g := gitsink.New(t.TempDir())
+			sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", Path: "clusters/dev", SyncIndex: true})
 			_, err := sink.Publish(ctx, publish.ChangeFor(testBundle("team-a", "web", "x")))
 			var pe *publish.Error
 			if !errors.As(err, &pe) || pe.Reason != publish.ReasonSyncIndexConflict {
