@@ -32,7 +32,7 @@ import (
 // object a change renders, and its sync objects, against what the other
 // custom resources' owned paths already hold under the same repository
 // path, and against the other changes of the batch. A change that collides
-// fails with ReasonObjectConflict and is not committed, together with the
+// fails with publish.ReasonObjectConflict and is not committed, together with the
 // other changes of its Publish call (a call succeeds or fails as a whole);
 // the other calls of the batch still land. Within a batch, the change that
 // comes first keeps the object.

@@ -13,7 +13,7 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish"
 )
 
-// classifyGitError turns a transport error into an *Error that says which
+// classifyGitError turns a transport error into a *publish.Error that says which
 // of the usual causes it is.
 func classifyGitError(op, url string, err error) error {
 	var pe *publish.Error

@@ -52,7 +52,7 @@ type Options struct {
 	// (default 50ms, capped at 2s).
 	Backoff time.Duration
 	// SyncIndex makes Scribe keep <Path>/kustomization.yaml listing every
-	// object's .sync.yaml (see SyncIndexFile): the one file a root applier
+	// object's .sync.yaml (see publish.SyncIndexFile): the one file a root applier
 	// object points at.
 	SyncIndex bool
 	// Identity names the credentials and signing key the options carry

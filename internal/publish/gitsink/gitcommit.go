@@ -86,8 +86,8 @@ func (d *draft) message() (string, error) {
 // commitPush writes the draft's tree as a commit on parents with msg and
 // pushes it to ref, whose remote tip must still be old (the lease: zero
 // creates ref). A rejected push is classified: a lost race is
-// ReasonConflict, a refusal ReasonRejected. op names the operation in
-// errors ("publish to", "propose to").
+// publish.ReasonConflict, a refusal publish.ReasonRejected. op names the
+// operation in errors ("publish to", "propose to").
 func (d *draft) commitPush(ctx context.Context, st *gitStore, sess transport.ReceivePackSession, ar *packp.AdvRefs, op string, ref plumbing.ReferenceName, old plumbing.Hash, parents []plumbing.Hash, msg string) (plumbing.Hash, error) {
 	s := d.sink
 	commit, err := writeCommit(d.objs, s.opts.Author, s.opts.Signer, d.newTree, parents, msg)

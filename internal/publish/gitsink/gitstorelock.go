@@ -106,7 +106,7 @@ func (ls *lockedStore) claim(fl *fileLock) error {
 }
 
 // do runs fn on the locked store. A panic in fn (go-git panics on some
-// damaged packs) becomes an *Error with ReasonInternal; after it, or after
+// damaged packs) becomes a *publish.Error with ReasonInternal; after it, or after
 // an error with ReasonCacheCorrupt, the cache is dropped and fn runs once
 // more on a fresh one. auth is set on the store for fn.
 func (ls *lockedStore) do(ctx context.Context, auth transport.AuthMethod, fn func(ctx context.Context, st *gitStore) error) error {

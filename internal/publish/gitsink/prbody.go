@@ -47,8 +47,8 @@ type ProposalBody struct {
 	Object     string
 	Generation int64
 	Base       string
-	// Summary is the intent in a sentence or two (Change.Summary, else
-	// Change.Reason).
+	// Summary is the intent in a sentence or two (publish.Change.Summary, else
+	// publish.Change.Reason).
 	Summary string
 	// Dir is the custom resource's folder in the repository.
 	Dir string
