@@ -22,6 +22,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -274,7 +275,7 @@ func TestResolverGivesTheTargetTheApplierOfItsRepository(t *testing.T) {
 			Applier:               &scribev1.TenantApplier{Namespaces: []string{"gitops"}, ServiceAccountName: "team-applier"},
 		}}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"kubernetes.io/metadata.name": "team"}}}
-		r := &Resolver{Client: applierClient(t, pol, ns), Git: publish.NewGit(t.TempDir())}
+		r := &Resolver{Client: applierClient(t, pol, ns), Git: gitsink.New(t.TempDir())}
 		tg, err := r.For(context.Background(), repo(tc.kind))
 		if err != nil {
 			t.Fatal(err)
@@ -333,7 +334,7 @@ func TestResolverCopiesTheFluxSourceOfAGitRepository(t *testing.T) {
 		Spec: sourcev1.GitRepositorySpec{URL: "ssh://git@git.internal/acme/experiments.git", Provider: "generic", Timeout: &timeout,
 			SecretRef: &fluxmeta.LocalObjectReference{Name: "deploy-key"}, ProxySecretRef: &fluxmeta.LocalObjectReference{Name: "proxy"}}}
 
-	r := &Resolver{Client: applierClient(t, shared), Git: publish.NewGit(t.TempDir())}
+	r := &Resolver{Client: applierClient(t, shared), Git: gitsink.New(t.TempDir())}
 	tg, err := r.For(context.Background(), repo)
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +344,7 @@ func TestResolverCopiesTheFluxSourceOfAGitRepository(t *testing.T) {
 		t.Fatalf("FluxSource = %+v, want %+v", got, want)
 	}
 
-	r = &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+	r = &Resolver{Client: applierClient(t), Git: gitsink.New(t.TempDir())}
 	if _, err := r.For(context.Background(), repo); reasonOf(err) != ReasonSourceNotFound || !strings.Contains(err.Error(), "flux-system/scribe") {
 		t.Fatalf("without the GitRepository: %v (reason %q), want %s naming it", err, reasonOf(err), ReasonSourceNotFound)
 	}
@@ -365,7 +366,7 @@ func TestResolverStallsARepositoryWhoseApplierNamespaceIsNotWatched(t *testing.T
 	}
 	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
 		Spec: sourcev1.GitRepositorySpec{URL: "ssh://git@git.internal/acme/experiments.git"}}
-	r := &Resolver{Client: applierClient(t, shared), Git: publish.NewGit(t.TempDir()), Watched: []string{"shop"}}
+	r := &Resolver{Client: applierClient(t, shared), Git: gitsink.New(t.TempDir()), Watched: []string{"shop"}}
 	_, err := r.For(context.Background(), repo)
 	if reasonOf(err) != ReasonNamespaceNotWatched || !strings.Contains(err.Error(), `spec.applier.namespace "flux-system"`) || !strings.Contains(err.Error(), "--watch-namespaces shop") {
 		t.Fatalf("applier outside --watch-namespaces: %v (reason %q), want %s naming the field and the flag", err, reasonOf(err), ReasonNamespaceNotWatched)
@@ -394,7 +395,7 @@ func TestResolverRefusesCredentialsInTheRepositoryURL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := &scribev1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"}, Spec: tc.spec}
-			r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+			r := &Resolver{Client: applierClient(t), Git: gitsink.New(t.TempDir())}
 			tg, err := r.For(context.Background(), repo)
 			var re *reasonError
 			if !errors.As(err, &re) || re.reason != string(publish.ReasonInvalid) {
@@ -414,7 +415,7 @@ func TestResolverRefusesAGitComponentInTheRepositoryPath(t *testing.T) {
 		repo := &scribev1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "default"},
 			Spec: scribev1.RepositorySpec{Git: &scribev1.GitRepositorySpec{URL: "http://127.0.0.1:1/acme/r.git", Branch: "main", Path: p},
 				Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe"}}}
-		r := &Resolver{Client: applierClient(t), Git: publish.NewGit(t.TempDir())}
+		r := &Resolver{Client: applierClient(t), Git: gitsink.New(t.TempDir())}
 		_, err := r.For(context.Background(), repo)
 		var re *reasonError
 		if !errors.As(err, &re) || re.reason != string(publish.ReasonInvalid) {

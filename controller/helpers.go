@@ -6,7 +6,7 @@ import (
 	"time"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -54,7 +54,7 @@ func generated(t *Target, b *render.Bundle) *scribev1.GeneratedResources {
 }
 
 // baseOpts are the Git options for the branch pull requests target.
-func baseOpts(t *Target) publish.GitOptions {
+func baseOpts(t *Target) gitsink.Options {
 	o := *t.GitOpts
 	if b := t.Repo.Spec.Git.PullRequest.Base; b != "" {
 		o.Branch = b

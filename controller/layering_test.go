@@ -14,7 +14,8 @@ import (
 // (.golangci.yml), the layering docs/DESIGN.md states ("Layout"): render
 // never imports the controller, a sink or client-go; the pure decision
 // files import no client, sink or render; publish and health never import
-// the controller. Test files may cross these lines.
+// the controller; the sinks (gitsink, ocisink) never import render. Test
+// files may cross these lines.
 func TestLayering(t *testing.T) {
 	const mod = "github.com/scribe-gitops/scribe/"
 	for _, rule := range []struct {
@@ -31,6 +32,9 @@ func TestLayering(t *testing.T) {
 		{[]string{"internal/publish/*.go", "internal/publish/*/*.go", "internal/health/*.go"},
 			[]string{mod + "controller"},
 			"publish and health sit below the controller"},
+		{[]string{"internal/publish/gitsink/*.go", "internal/publish/ocisink/*.go"},
+			[]string{mod + "render"},
+			"a sink writes the changes publish's contract hands it: it never renders"},
 	} {
 		n := 0
 		for _, glob := range rule.files {

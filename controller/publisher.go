@@ -27,6 +27,7 @@ import (
 	"github.com/scribe-gitops/scribe/internal/health"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/forge"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -44,7 +45,7 @@ type Publisher struct {
 	// Engine is the built-in render engine, shared by every render: its
 	// memory does not grow with the renders it makes.
 	Engine *render.Engine
-	Git    *publish.Git
+	Git    *gitsink.Git
 	// GCPProject for gke and talos clusters.
 	GCPProject string
 	// Metrics, optional.
@@ -373,38 +374,38 @@ func (p *Publisher) SyncGone(ctx context.Context, t *Target, sync scribev1.Objec
 
 // forgeFor builds the forge client of the Repository's pullRequest spec;
 // the token is the "token" key of its Secret.
-func (p *Publisher) forgeFor(ctx context.Context, t *Target) (publish.PullRequestOptions, error) {
+func (p *Publisher) forgeFor(ctx context.Context, t *Target) (gitsink.PullRequestOptions, error) {
 	pr := t.Repo.Spec.Git.PullRequest
 	api, err := forge.APIURL(pr.Provider, t.Repo.Spec.Git.URL, pr.APIURL)
 	if err != nil {
-		return publish.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.pullRequest: %w", err)}
+		return gitsink.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.pullRequest: %w", err)}
 	}
 	s, err := p.Resolver.Secret(ctx, t.Repo.Namespace, pr.SecretRef.Name, api, "spec.git.pullRequest.secretRef")
 	if err != nil {
-		return publish.PullRequestOptions{}, err
+		return gitsink.PullRequestOptions{}, err
 	}
 	c, err := forge.New(forge.Options{Provider: pr.Provider, RepoURL: t.Repo.Spec.Git.URL, APIURL: pr.APIURL, Token: string(s["token"])})
 	if err != nil {
-		return publish.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: err}
+		return gitsink.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: err}
 	}
-	return publish.PullRequestOptions{Base: pr.Base, Forge: c, Weights: routeWeightChange}, nil
+	return gitsink.PullRequestOptions{Base: pr.Base, Forge: c, Weights: routeWeightChange}, nil
 }
 
 // Propose opens or updates the pull request for the change.
-func (p *Publisher) Propose(ctx context.Context, t *Target, c publish.Change, evidence string) (publish.Proposal, error) {
+func (p *Publisher) Propose(ctx context.Context, t *Target, c publish.Change, evidence string) (gitsink.Proposal, error) {
 	opts, err := p.forgeFor(ctx, t)
 	if err != nil {
-		return publish.Proposal{}, err
+		return gitsink.Proposal{}, err
 	}
 	return p.Git.Propose(ctx, *t.GitOpts, opts, c, evidence)
 }
 
 // ProposalStatus reads whether the pull request of src (head commit head)
 // was merged, and nudges the applier when it was.
-func (p *Publisher) ProposalStatus(ctx context.Context, t *Target, src scribev1.ObjectIdentity, head string) (publish.Proposal, error) {
+func (p *Publisher) ProposalStatus(ctx context.Context, t *Target, src scribev1.ObjectIdentity, head string) (gitsink.Proposal, error) {
 	opts, err := p.forgeFor(ctx, t)
 	if err != nil {
-		return publish.Proposal{}, err
+		return gitsink.Proposal{}, err
 	}
 	return p.Git.ProposalStatus(ctx, *t.GitOpts, opts, src, head)
 }

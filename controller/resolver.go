@@ -17,6 +17,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 	"github.com/scribe-gitops/scribe/render"
 )
@@ -29,7 +30,7 @@ const DefaultRepositoryName = "default"
 type Target struct {
 	Repo    *scribev1.Repository
 	Sink    publish.Sink
-	GitOpts *publish.GitOptions
+	GitOpts *gitsink.Options
 	OCI     *ocisink.Sink
 	// Applier applies what is published (Flux or Argo CD).
 	Applier Applier
@@ -65,7 +66,7 @@ type Resolver struct {
 	// does not cache every Secret of the cluster.
 	Reader client.Reader
 	// Git builds Git sinks over the shared cache.
-	Git *publish.Git
+	Git *gitsink.Git
 	// Watched are the namespaces the manager's cache holds
 	// (--watch-namespaces); empty means all.
 	Watched []string
@@ -181,7 +182,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 	if err := credurl.Check(g.URL); err != nil {
 		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("repository %s/%s: spec.git.url: %w: put them in spec.git.secretRef", repo.Namespace, repo.Name, err)}
 	}
-	opts := publish.GitOptions{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, MessageTemplateName: "spec.git.commitTemplate", SyncIndex: true,
+	opts := gitsink.Options{URL: g.URL, Branch: g.Branch, Path: g.Path, MessageTemplate: g.CommitTemplate, MessageTemplateName: "spec.git.commitTemplate", SyncIndex: true,
 		Identity: fmt.Sprintf("%s/%s@%d", repo.Namespace, repo.Name, repo.Generation)}
 	if opts.Branch == "" {
 		opts.Branch = "main"
@@ -190,7 +191,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 		opts.Path = "."
 	}
 	if g.Author != nil {
-		opts.Author = publish.Signature{Name: g.Author.Name, Email: g.Author.Email}
+		opts.Author = gitsink.Signature{Name: g.Author.Name, Email: g.Author.Email}
 	}
 	var data map[string][]byte
 	if g.SecretRef != nil {
@@ -201,7 +202,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 		data = s
 		opts.Identity += " secret@" + rv
 	}
-	auth, err := publish.GitAuth(g.URL, data)
+	auth, err := gitsink.AuthFromSecret(g.URL, data)
 	if err != nil {
 		return &reasonError{reason: string(publish.ReasonAuthentication), err: err}
 	}
@@ -212,7 +213,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 			return err
 		}
 		opts.Identity += " signing@" + rv
-		signer, err := publish.SignerFromSecret(g.Signing.Format, s)
+		signer, err := gitsink.SignerFromSecret(g.Signing.Format, s)
 		if err != nil {
 			return &reasonError{reason: ReasonSigningKeyInvalid, err: err}
 		}

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -61,7 +61,7 @@ type Options struct {
 	// renderSlots).
 	MaxRenders int
 	// CommitInterval paces the commits to one branch (see
-	// publish.Git.CommitInterval): 0 means publish.DefaultCommitInterval,
+	// gitsink.Git.CommitInterval): 0 means gitsink.DefaultCommitInterval,
 	// a negative value no pacing.
 	CommitInterval time.Duration
 	// WatchNamespaces are the namespaces the manager's cache holds
@@ -188,7 +188,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
-	git := publish.NewGit(filepath.Join(opts.DataDir, "git"))
+	git := gitsink.New(filepath.Join(opts.DataDir, "git"))
 	switch {
 	case opts.CommitInterval < 0:
 		git.CommitInterval = 0

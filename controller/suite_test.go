@@ -35,6 +35,7 @@ import (
 	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/crds"
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 	"github.com/scribe-gitops/scribe/internal/yamlstream"
 	"github.com/scribe-gitops/scribe/render"
@@ -458,8 +459,8 @@ func (f *fixture) scribeCommits(t *testing.T, object string) []string {
 		if !ok {
 			continue
 		}
-		for _, tr := range publish.Trailers(msg) {
-			if tr[publish.TrailerObject] == object {
+		for _, tr := range gitsink.Trailers(msg) {
+			if tr[gitsink.TrailerObject] == object {
 				commits = append(commits, sha)
 			}
 		}

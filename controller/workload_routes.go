@@ -88,7 +88,7 @@ func (r *WorkloadReconciler) routes(ctx context.Context, b *render.Bundle) healt
 // routeWeightChange compares the backend weights of two versions of an
 // HTTPRoute (or any object with spec.rules[].backendRefs[]): one entry per
 // backend whose weight changed, "name before → after" ("-" for absent).
-// A pull request's description shows them (publish.WeightsFunc), so the
+// A pull request's description shows them (gitsink.WeightsFunc), so the
 // Gateway API is read here, beside the route read-back, and not in the
 // sink.
 func routeWeightChange(before, after []byte) []string {

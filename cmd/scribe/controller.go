@@ -28,7 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/scribe-gitops/scribe/controller"
-	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 )
 
 // Environment variables read by scribe controller.
@@ -74,7 +74,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.leaderElectionID, "leader-election-id", "scribe-controller.scribe.dev", "name of the leader-election Lease")
 	fl.IntVar(&f.concurrent, "concurrent", controller.DefaultConcurrency, "custom resources of each kind reconciled at once (a reconcile mostly waits; renders are bounded by --max-renders)")
 	fl.IntVar(&f.maxRenders, "max-renders", 0, "renders that run at once, across every kind (default GOMAXPROCS, at least 2): what bounds the controller's CPU and memory; a large Experiment's render holds at most all but one, and namespaces take turns")
-	fl.DurationVar(&f.commitInterval, "commit-interval", publish.DefaultCommitInterval, "minimum time between the starts of two commits to one branch; changes that arrive meanwhile go into the next commit (a change to an idle branch commits at once); 0 disables the pacing")
+	fl.DurationVar(&f.commitInterval, "commit-interval", gitsink.DefaultCommitInterval, "minimum time between the starts of two commits to one branch; changes that arrive meanwhile go into the next commit (a change to an idle branch commits at once); 0 disables the pacing")
 	fl.StringSliceVar(&f.watchNamespaces, "watch-namespaces", nil, "comma-separated namespaces to watch (default all); when set, it must include the applier's namespace (flux-system or argocd)")
 	fl.StringVar(&f.watchLabelSelector, "watch-label-selector", "", "reconcile only custom resources matching this label selector, to shard across instances (e.g. "+controller.ShardLabel+"=shard1)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the Git caches (default ${XDG_CACHE_HOME:-$HOME/.cache}/scribe/controller)")

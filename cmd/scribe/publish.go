@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribe-gitops/scribe/internal/credurl"
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 )
 
@@ -106,8 +107,8 @@ already publishes there, SyncIndexConflict for a kustomization.yaml at
 type publishTarget struct {
 	sink publish.Sink
 	// git and gitOpts, for --git: to read the branch's sync files.
-	git     *publish.Git
-	gitOpts publish.GitOptions
+	git     *gitsink.Git
+	gitOpts gitsink.Options
 	where   string // URL or directory, for the report line
 	dir     string // -o: the directory WriteDir replaces
 	oci     bool
@@ -349,7 +350,7 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 		if err != nil {
 			return publishTarget{}, err
 		}
-		auth, err := publish.GitAuth(p.git, data)
+		auth, err := gitsink.AuthFromSecret(p.git, data)
 		if err != nil {
 			return publishTarget{}, fmt.Errorf("%w (credentials come from --secret-dir and %s, %s, %s)", err, envGitUsername, envGitPassword, envGitToken)
 		}
@@ -359,11 +360,11 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 				return publishTarget{}, err
 			}
 		}
-		opts := publish.GitOptions{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, MessageTemplateName: "--message-template", SyncIndex: true}
+		opts := gitsink.Options{URL: p.git, Branch: p.branch, Path: sinkPath, Auth: auth, MessageTemplate: p.messageTemplate, MessageTemplateName: "--message-template", SyncIndex: true}
 		if p.authorName != "" {
-			opts.Author = publish.Signature{Name: p.authorName, Email: p.authorEmail}
+			opts.Author = gitsink.Signature{Name: p.authorName, Email: p.authorEmail}
 		}
-		g := publish.NewGit(cacheDir)
+		g := gitsink.New(cacheDir)
 		s, err := g.Sink(opts)
 		if err != nil {
 			return publishTarget{}, fmt.Errorf("--git: %w", err)
@@ -377,7 +378,7 @@ func (p *publishFlags) target(repoPath string, getenv func(string) string) (publ
 func (p *publishFlags) gitSecret(getenv func(string) string) (map[string][]byte, error) {
 	data := map[string][]byte{}
 	if p.secretDir != "" {
-		keys := []string{publish.SecretUsername, publish.SecretPassword, publish.SecretBearerToken, publish.SecretIdentity, publish.SecretKnownHosts}
+		keys := []string{gitsink.SecretUsername, gitsink.SecretPassword, gitsink.SecretBearerToken, gitsink.SecretIdentity, gitsink.SecretKnownHosts}
 		if err := readSecretDir(p.secretDir, keys, data); err != nil {
 			return nil, err
 		}
@@ -385,7 +386,7 @@ func (p *publishFlags) gitSecret(getenv func(string) string) (map[string][]byte,
 			return nil, fmt.Errorf("--secret-dir %s holds none of the Git credential files %s", p.secretDir, strings.Join(keys, ", "))
 		}
 	}
-	for env, key := range map[string]string{envGitUsername: publish.SecretUsername, envGitPassword: publish.SecretPassword, envGitToken: publish.SecretBearerToken} {
+	for env, key := range map[string]string{envGitUsername: gitsink.SecretUsername, envGitPassword: gitsink.SecretPassword, envGitToken: gitsink.SecretBearerToken} {
 		if v := getenv(env); v != "" {
 			data[key] = []byte(v)
 		}

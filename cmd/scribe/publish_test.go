@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 	"github.com/scribe-gitops/scribe/render"
@@ -144,10 +145,10 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 		}
 	}
 	var gotRefs []string
-	for _, tr := range publish.Trailers(publishtest.Git(t, clone, "log", "-1", "--format=%B")) {
-		gotRefs = append(gotRefs, tr[publish.TrailerObject])
-		if !strings.HasPrefix(tr[publish.TrailerDigest], "sha256:") {
-			t.Errorf("trailers of %s have no digest: %v", tr[publish.TrailerObject], tr)
+	for _, tr := range gitsink.Trailers(publishtest.Git(t, clone, "log", "-1", "--format=%B")) {
+		gotRefs = append(gotRefs, tr[gitsink.TrailerObject])
+		if !strings.HasPrefix(tr[gitsink.TrailerDigest], "sha256:") {
+			t.Errorf("trailers of %s have no digest: %v", tr[gitsink.TrailerObject], tr)
 		}
 	}
 	slices.Sort(wantRefs)

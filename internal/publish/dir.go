@@ -1,5 +1,9 @@
-// Package publish writes rendered bundles out: to Git, to an OCI registry or
-// to a local directory. It is the only code in Scribe that writes output.
+// Package publish writes rendered bundles out. It holds the sinks'
+// contract (Change, Result, Sink, Error and its reasons), the Dir sink (a
+// local directory) and what the sinks share (the path rule, the sync
+// index's format, the bounded file reader). The Git sink is package
+// gitsink, the OCI sink package ocisink; together they are the only code
+// in Scribe that writes output.
 package publish
 
 import (
@@ -245,7 +249,7 @@ type Dir struct {
 // Publish writes the changes. Result.Revision is "dir:" plus a digest of the
 // changes' bundle digests.
 func (d Dir) Publish(ctx context.Context, changes ...Change) (Result, error) {
-	if err := checkRepoPath(d.Path); err != nil {
+	if err := CheckRepoPath(d.Path); err != nil {
 		return Result{}, err
 	}
 	for _, c := range changes {

@@ -38,3 +38,20 @@ func CleanRepoPath(p string) (string, error) {
 	}
 	return c, nil
 }
+
+// CheckRepoPath applies CleanRepoPath to a sink's path, which must be
+// given clean already ("" is the root): the Git and Dir sinks' check of
+// their options.
+func CheckRepoPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	c, err := CleanRepoPath(p)
+	if err != nil {
+		return fmt.Errorf("git sink: path %w", err)
+	}
+	if c != p {
+		return fmt.Errorf("git sink: path %q must be clean (%q)", p, c)
+	}
+	return nil
+}

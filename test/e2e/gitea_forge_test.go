@@ -8,6 +8,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/forge"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -38,13 +39,13 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := publish.GitAuth(g.RepoURL, map[string][]byte{"username": []byte(g.User), "password": []byte(g.Password)})
+	auth, err := gitsink.AuthFromSecret(g.RepoURL, map[string][]byte{"username": []byte(g.User), "password": []byte(g.Password)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	git := publish.NewGit(t.TempDir())
-	opts := publish.GitOptions{URL: g.RepoURL, Branch: "main", Path: SyncPath, Auth: auth, Author: publish.DefaultAuthor()}
-	prOpts := publish.PullRequestOptions{Base: "main", Forge: fc}
+	git := gitsink.New(t.TempDir())
+	opts := gitsink.Options{URL: g.RepoURL, Branch: "main", Path: SyncPath, Auth: auth, Author: gitsink.DefaultAuthor()}
+	prOpts := gitsink.PullRequestOptions{Base: "main", Forge: fc}
 	mainAt, err := g.BranchSHA(ctx, "main")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 	}
 
 	// Closed, then reopened: read back as such.
-	status := func() publish.Proposal {
+	status := func() gitsink.Proposal {
 		t.Helper()
 		st, err := git.ProposalStatus(ctx, opts, prOpts, one.Source, p2.Head)
 		if err != nil {
@@ -129,7 +130,7 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 
 	// Scribe's branch goes after the merge; the merged pull request stays.
 	res, err := git.DeleteProposalBranch(ctx, opts, prOpts, one.Source, p2.Head)
-	if err != nil || res != publish.BranchDeleted {
+	if err != nil || res != gitsink.BranchDeleted {
 		t.Fatalf("delete the merged branch = %q, %v", res, err)
 	}
 	if sha, err := g.BranchSHA(ctx, p2.Branch); err != nil || sha != "" {
