@@ -19,7 +19,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
-	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 )
 
 // BenchmarkBystanderCommitWhileHeavyExperimentsRender is issue 27's
@@ -399,7 +399,7 @@ func changeLatency(b *testing.B, f *fixture, i int) time.Duration {
 	prev := w.Status.Revision
 	// The previous commit to the branch was at least CommitInterval ago:
 	// the change is measured alone, not paced as part of a burst.
-	time.Sleep(publish.DefaultCommitInterval + 100*time.Millisecond)
+	time.Sleep(gitsink.DefaultCommitInterval + 100*time.Millisecond)
 	patch := client.MergeFrom(w.DeepCopy())
 	w.Spec.Versions[0].Env = []corev1.EnvVar{{Name: "SAMPLE", Value: strconv.Itoa(i)}}
 	start := time.Now()
