@@ -411,7 +411,8 @@ func TestPipelinePullRequestClosedWithoutMergeHoldsTheStageAndLaterStages(t *tes
 
 	f.addPipelineVersion(t, "v2")
 	dev.stableAt(t, "v2")
-	w := f.waitWorkloadNamed(t, "web-staging", "v2's first step proposed", func(w *scribev1.Workload) bool {
+	// The first pull request deploys v2 at weight 0 (the warm-up).
+	w := f.waitWorkloadNamed(t, "web-staging", "v2's warm-up proposed", func(w *scribev1.Workload) bool {
 		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.State == "open"
 	})
 	number := w.Status.PullRequest.Number
@@ -421,7 +422,7 @@ func TestPipelinePullRequestClosedWithoutMergeHoldsTheStageAndLaterStages(t *tes
 			body = pr.Body
 		}
 	}
-	for _, want := range []string{"Promoted from the previous stage: v2 was stable and healthy in stage dev (Workload web-dev, commit ", "Rolling out **v2** (canary), step 1 of 2"} {
+	for _, want := range []string{"Promoted from the previous stage: v2 was stable and healthy in stage dev (Workload web-dev, commit ", "Rolling out **v2** (canary): deployed at weight 0 until it is available; step 1 of 2 (weight 50) follows."} {
 		if !strings.Contains(body, want) {
 			t.Errorf("staging's pull request lacks %q:\n%s", want, body)
 		}
