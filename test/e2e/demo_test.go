@@ -60,14 +60,38 @@ func TestDemo(t *testing.T) {
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
-	// Steady requests through Traefik, and the route as the gateway
-	// accepted it, to show what each version was served at each step.
-	load := StartLoad(s.GatewayAddr(), "web.example.com", 20)
-	defer load.Stop()
-	rec := recordRoute(s, ns, "web")
+	// Once v1 serves, steady requests through Traefik and the route as the
+	// gateway accepted it show what each version was served at each step.
+	started := make(chan struct {
+		load *LoadGen
+		rec  *routeRecorder
+	}, 1)
+	loadCtx := ctx
+	go func() {
+		for {
+			got := &scribev1.Workload{}
+			if err := s.Client.Get(loadCtx, types.NamespacedName{Namespace: ns, Name: w.Name}, got); err == nil && got.Status.StableVersion != "" {
+				started <- struct {
+					load *LoadGen
+					rec  *routeRecorder
+				}{StartLoad(s.GatewayAddr(), "web.example.com", 50), recordRoute(s, ns, "web")}
+				return
+			}
+			select {
+			case <-loadCtx.Done():
+				close(started)
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 	walkCanary(t, s, w, wV2.Spec.Versions[len(wV2.Spec.Versions)-1])
 	time.Sleep(3 * time.Second) // the last weights, served a little longer
-	served := servedPerStep(rec.Stop(), load)
+	var served []string
+	if st, ok := <-started; ok {
+		served = servedPerStep(st.rec.Stop(), st.load)
+		st.load.Stop()
+	}
 	waitExperiment(t, s, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
 		return e.Status.Phase == scribev1.ExperimentComplete
 	})
