@@ -222,7 +222,7 @@ func renderWorkload(w *scribev1.Workload, applied *appliedRevision) string {
 	if st.PullRequest != nil {
 		t.field("Pull request", pullRequestOf(st.PullRequest))
 	}
-	t.field("Revision", orNone(st.Revision))
+	t.field("Revision", revisionOf(st.Revision))
 	t.field("Applied", appliedOf(applied))
 	return t.String()
 }
@@ -250,6 +250,15 @@ func stepOf(w *scribev1.Workload) string {
 		s += ", healthy since " + st.StepHealthyAt.UTC().Format("2006-01-02T15:04:05Z")
 	}
 	return s
+}
+
+// revisionOf is status.revision, Scribe's commit; it is empty while a new
+// intent is being committed or proposed.
+func revisionOf(rev string) string {
+	if rev == "" {
+		return "- (the current intent is not committed yet)"
+	}
+	return clean(rev)
 }
 
 // appliedOf is the applier's revision and the object it is read from.
@@ -321,7 +330,7 @@ func renderExperiment(e *scribev1.Experiment) string {
 	if st.PullRequest != nil {
 		t.field("Pull request", pullRequestOf(st.PullRequest))
 	}
-	t.field("Revision", orNone(st.Revision))
+	t.field("Revision", revisionOf(st.Revision))
 	if len(st.Stages) > 0 {
 		t.line("Stages:")
 		for i, s := range st.Stages {
