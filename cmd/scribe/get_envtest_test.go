@@ -150,7 +150,9 @@ func TestGetShowsAndWatchesAWorkloadOnAnAPIServer(t *testing.T) {
 		change(&cur)
 		up := admin.Update
 		if status {
-			up = func(ctx context.Context, o client.Object, _ ...client.UpdateOption) error { return admin.Status().Update(ctx, o) }
+			up = func(ctx context.Context, o client.Object, _ ...client.UpdateOption) error {
+				return admin.Status().Update(ctx, o)
+			}
 		}
 		if err := up(ctx, &cur); err != nil {
 			t.Fatal(err)
