@@ -72,7 +72,7 @@ an Experiment's commit stages, targets and workflow.
 
 Without NAME it shows every object of the kind in the namespace (-A: in
 every namespace). --watch redraws whenever what it shows changes, from a
-watch on the API server (not polling), until Ctrl-C.
+watch on the API server (not polling), until Ctrl-C, and then exits 0.
 
 It reads with your kubeconfig, as kubectl does: --kubeconfig, else
 $KUBECONFIG, else ~/.kube/config (or the in-cluster config); --context
@@ -215,7 +215,8 @@ func (g *getter) frame(ctx context.Context, objs map[string]client.Object, delet
 		case *scribev1.Pipeline:
 			parts = append(parts, renderPipeline(o))
 		case *scribev1.Experiment:
-			parts = append(parts, renderExperiment(o))
+			a := readApplied(ctx, g.client, o.Status.GeneratedResources)
+			parts = append(parts, renderExperiment(o, &a))
 		}
 	}
 	gone := make([]string, 0, len(deleted))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,7 +119,7 @@ func TestGetRendersTheGoldenTrees(t *testing.T) {
 					},
 					Workflow: &scribev1.WorkflowStatus{Kind: "Workflow", Name: "load-validate", Phase: "Pending"},
 				},
-			})
+			}, &appliedRevision{Object: "Application lab/load", Revision: "2222222"})
 		},
 	}
 	for name, render := range cases {
@@ -160,7 +161,7 @@ func TestGetEscapesControlCharactersFromStatus(t *testing.T) {
 		renderPipeline(&scribev1.Pipeline{Status: scribev1.PipelineStatus{Summary: hostile, Stages: []scribev1.PipelineStageStatus{{Name: "s", Message: hostile, InFlight: hostile}}}}),
 		renderExperiment(&scribev1.Experiment{Status: scribev1.ExperimentStatus{
 			Targets:  []scribev1.TargetStatus{{Name: "t", Message: hostile, Components: []scribev1.ComponentStatus{{Name: "c", Message: hostile}}}},
-			Workflow: &scribev1.WorkflowStatus{Message: hostile}}}),
+			Workflow: &scribev1.WorkflowStatus{Message: hostile}}}, nil),
 	}
 	for i, out := range outs {
 		for _, r := range strings.TrimSuffix(out, "\n") {
@@ -191,5 +192,22 @@ func TestGetAcceptsKindsLikeKubectl(t *testing.T) {
 	}
 	if _, err := parseGetKind("repository"); err == nil {
 		t.Error("parseGetKind accepted repository")
+	}
+}
+
+// TestGetRunsAsAKubectlPlugin proves that the binary invoked as
+// kubectl-scribe (kubectl's plugin for `kubectl scribe`) names itself so.
+func TestGetRunsAsAKubectlPlugin(t *testing.T) {
+	for prog, want := range map[string]string{
+		"/usr/local/bin/kubectl-scribe": "kubectl scribe get workload|pipeline|experiment [NAME]",
+		"scribe":                        "scribe get workload|pipeline|experiment [NAME]",
+	} {
+		var stdout, stderr strings.Builder
+		if code := runAs(context.Background(), prog, []string{"get", "--help"}, &stdout, &stderr); code != exitOK {
+			t.Fatalf("%s get --help: exit %d: %s", prog, code, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "Usage:\n  "+want) {
+			t.Errorf("%s get --help does not show the usage %q:\n%s", prog, want, stdout.String())
+		}
 	}
 }

@@ -319,8 +319,9 @@ func renderPipeline(p *scribev1.Pipeline) string {
 }
 
 // renderExperiment is the tree of one Experiment: its phase, commit
-// stages, targets and workflow.
-func renderExperiment(e *scribev1.Experiment) string {
+// stages, targets and workflow. applied is what the applier reports about
+// its sync object (nil: not read).
+func renderExperiment(e *scribev1.Experiment, applied *appliedRevision) string {
 	var t treeWriter
 	st := &e.Status
 	t.field("Experiment", clean(e.Namespace+"/"+e.Name))
@@ -331,6 +332,7 @@ func renderExperiment(e *scribev1.Experiment) string {
 		t.field("Pull request", pullRequestOf(st.PullRequest))
 	}
 	t.field("Revision", revisionOf(st.Revision))
+	t.field("Applied", appliedOf(applied))
 	if len(st.Stages) > 0 {
 		t.line("Stages:")
 		for i, s := range st.Stages {
