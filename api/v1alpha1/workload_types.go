@@ -718,6 +718,11 @@ type CheckResult struct {
 	Message string `json:"message,omitempty"`
 }
 
+// The printer columns of the rollout's step and weight, apart from the doc
+// comment so that they stay out of the CUE schemas (and the templates' version).
+// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.step`,description="Index of the committed step in spec.rollout.steps: empty for the first (0), -1 when no rollout is in progress"
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.status.traffic[1].weight`,description="The canary's share of traffic, in percent (status.traffic lists the stable version first)"
+
 // Workload is a versioned service with autoscaling and canary rollouts.
 // Scribe renders it to Git and moves traffic only on health read back.
 // +kubebuilder:object:root=true

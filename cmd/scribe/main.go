@@ -21,7 +21,7 @@ func main() {
 		s = <-sigs
 		os.Exit(signalExitCode(s))
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := runAs(ctx, os.Args[0], os.Args[1:], os.Stdout, os.Stderr)
 	signal.Stop(sigs)
 	os.Exit(code)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -43,7 +45,20 @@ func (e *codeError) Unwrap() error { return e.err }
 
 // run executes the CLI with args and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runAs(ctx, "scribe", args, stdout, stderr)
+}
+
+// pluginName is the binary's name as a kubectl plugin: kubectl runs a
+// kubectl-scribe found on PATH for `kubectl scribe`.
+const pluginName = "kubectl-scribe"
+
+// runAs is run for the binary invoked as prog (its argv[0]): invoked as
+// kubectl-scribe, usage and help name the command `kubectl scribe`.
+func runAs(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
+	if strings.TrimSuffix(filepath.Base(prog), ".exe") == pluginName {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl scribe"}
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -88,6 +103,6 @@ once.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newVersionCmd(), newCatalogCheckCmd())
+	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newGetCmd(), newVersionCmd(), newCatalogCheckCmd())
 	return root
 }
