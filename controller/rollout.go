@@ -435,13 +435,7 @@ func (d *rollout) analyse() *RolloutAction {
 		// No value to judge (a version with no sample yet): the step holds
 		// without a failed round, up to the inconclusive limit.
 		st.InconclusiveChecks++
-		limit := a.Analysis.InconclusiveLimit
-		if limit <= 0 {
-			limit = 10
-		}
-		if l := d.obs.Checks.InconclusiveLimit; l > 0 && l < limit {
-			limit = l
-		}
+		limit := roundLimit(a.Analysis.InconclusiveLimit, 10, d.obs.Checks.InconclusiveLimit)
 		if st.InconclusiveChecks >= limit {
 			return d.rollback(fmt.Sprintf("%d inconclusive analysis rounds in a row of %s at step %d: %s", st.InconclusiveChecks, st.CanaryVersion, st.Step+1, strings.Join(inconclusive, "; ")))
 		}
@@ -452,18 +446,26 @@ func (d *rollout) analyse() *RolloutAction {
 	}
 	st.InconclusiveChecks = 0
 	st.FailedChecks++
-	threshold := a.Analysis.Threshold
-	if threshold <= 0 {
-		threshold = 3
-	}
-	if l := d.obs.Checks.Threshold; l > 0 && l < threshold {
-		threshold = l
-	}
+	threshold := roundLimit(a.Analysis.Threshold, 3, d.obs.Checks.Threshold)
 	d.events = append(d.events, warningEvent("CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; ")))
 	if st.FailedChecks >= threshold {
 		return d.rollback(fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
 	}
 	return &RolloutAction{Kind: RolloutWait, Requeue: interval}
+}
+
+// roundLimit is a limit in analysis rounds: the Workload's (def when
+// unset), or the round's own when stricter (a template's failureLimit or
+// inconclusiveLimit).
+func roundLimit(spec, def, round int32) int32 {
+	limit := spec
+	if limit <= 0 {
+		limit = def
+	}
+	if round > 0 && round < limit {
+		limit = round
+	}
+	return limit
 }
 
 // holdOnLastRound holds the step until the next analysis round when the
