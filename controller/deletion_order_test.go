@@ -67,9 +67,12 @@ func (c *laggingCache) staleReconcileDone() (bool, string) {
 }
 
 // workloadReconciles is how many Workload reconciles ended in this
-// process (controller-runtime's reconcile_total of the workload
-// controller).
-func workloadReconciles() float64 {
+// process.
+func workloadReconciles() float64 { return reconcileTotal("workload") }
+
+// reconcileTotal is how many reconciles of the named controller ended in
+// this process (controller-runtime's reconcile_total).
+func reconcileTotal(name string) float64 {
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
 		return 0
@@ -81,7 +84,7 @@ func workloadReconciles() float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "workload" {
+				if l.GetName() == "controller" && l.GetValue() == name {
 					n += m.GetCounter().GetValue()
 				}
 			}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -20,6 +22,9 @@ type deliveryJob struct {
 	// Source is the CR, UID its UID.
 	Source scribev1.ObjectIdentity
 	UID    types.UID
+	// ResourceVersion is the CR's as the reconcile read (or last wrote)
+	// it (DeliveryConfirmIntent).
+	ResourceVersion string
 	// Change is the render's commit (DeliveryCommit, DeliveryPropose) and
 	// Sync its applier object, nudged after the commit.
 	Change publish.Change
@@ -34,8 +39,23 @@ type deliveryJob struct {
 	MergedSync func() (scribev1.ObjectIdentity, error)
 }
 
+// ReasonStaleStatus: the status a reconcile read is older than the API
+// server's (a cache that has not caught up with the last status patch).
+// Like ReasonDeleting it is never recorded: the reconcile writes nothing
+// and reads the object again.
+const ReasonStaleStatus = "StaleStatus"
+
+// isStaleStatus reports whether err is a reconcile stopped by
+// DeliveryConfirmIntent.
+func isStaleStatus(err error) bool {
+	var re *reasonError
+	return errors.As(err, &re) && re.reason == ReasonStaleStatus
+}
+
 // delivered is what one delivery action showed.
 type delivered struct {
+	// Current (DeliveryConfirmIntent) says the status read is the latest.
+	Current bool
 	// Result of the commit (DeliveryCommit).
 	Result publish.Result
 	// Proposed (DeliveryPropose) and PullRequest (DeliveryReadPullRequest).
@@ -44,11 +64,28 @@ type delivered struct {
 }
 
 // deliver carries out one delivery action that DecideDelivery asked for:
-// Commit, Propose or ReadPullRequest. Every kind's reconciler calls it, so
-// a change to how a render reaches the branch is made here once.
+// ConfirmIntent, Commit, Propose or ReadPullRequest. Every kind's
+// reconciler calls it, so a change to how a render reaches the branch is
+// made here once.
 func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deliveryJob) (delivered, error) {
 	t := job.Target
 	switch kind {
+	case DeliveryConfirmIntent:
+		// One metadata read past the cache. An object that is gone is
+		// left to the commit's own check (DecidePublish).
+		if p.Reader == nil {
+			return delivered{Current: true}, nil
+		}
+		live, err := p.live(ctx, job.Source)
+		if err != nil {
+			return delivered{}, err
+		}
+		if live.Found && live.ResourceVersion != job.ResourceVersion {
+			return delivered{}, &reasonError{reason: ReasonStaleStatus, err: fmt.Errorf(
+				"the status of %s read at resourceVersion %s is not the latest (%s): its saved intent may be committed already; reading it again",
+				publish.ObjectRef(job.Source), job.ResourceVersion, live.ResourceVersion)}
+		}
+		return delivered{Current: true}, nil
 	case DeliveryCommit:
 		to := job.CommitTo
 		if to == nil {

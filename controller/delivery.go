@@ -20,6 +20,14 @@ type DeliveryStepKind string
 const (
 	// DeliveryRender: there is no render to deliver yet.
 	DeliveryRender DeliveryStepKind = "Render"
+	// DeliveryConfirmIntent: the status read holds an intent saved by an
+	// earlier reconcile (this render's digest, no revision); before it is
+	// committed or proposed again, confirm the status read is the API
+	// server's latest. A cache that has not seen the status patch that
+	// recorded the commit shows that intent too, as a controller
+	// restarted during the push does; only the latter has a push to
+	// finish (and a render with files to make for it).
+	DeliveryConfirmIntent DeliveryStepKind = "ConfirmIntent"
 	// DeliveryCommit: commit the render to the branch.
 	DeliveryCommit DeliveryStepKind = "Commit"
 	// DeliveryPropose: open or update the pull request of the render.
@@ -41,6 +49,9 @@ type DeliveryObservations struct {
 	PullRequests bool
 	// Rendered is the render to deliver.
 	Rendered *Rendered
+	// Current says the status read is the API server's latest
+	// (DeliveryConfirmIntent).
+	Current bool
 	// Commit carries the render (DeliveryCommit).
 	Commit string
 	// Proposed is the pull request just opened or updated (DeliveryPropose).
@@ -80,7 +91,8 @@ const (
 // showed of the render's delivery and says what is next. The render
 // is delivered when st.Revision names the commit that carries it: a
 // direct commit, the base branch's tip when it already carries the
-// render, or the merge of the pull request.
+// render, or the merge of the pull request. An intent found saved, not
+// made by this decision, is confirmed first (DeliveryConfirmIntent).
 func DecideDelivery(st *scribev1.CommonStatus, obs DeliveryObservations) DeliveryStep {
 	if obs.Rendered == nil {
 		return DeliveryStep{Kind: DeliveryRender}
@@ -96,6 +108,10 @@ func DecideDelivery(st *scribev1.CommonStatus, obs DeliveryObservations) Deliver
 		step.Kind = Delivered
 		return step
 	}
+	// An intent saved by an earlier reconcile, its commit (or proposal)
+	// not recorded, is carried out once the status read is confirmed
+	// current.
+	confirm := !step.NewContent && !obs.Current
 	record := func(rev, how string) DeliveryStep {
 		st.Revision = rev
 		st.GeneratedResources = obs.Rendered.Generated.DeepCopy()
@@ -105,6 +121,9 @@ func DecideDelivery(st *scribev1.CommonStatus, obs DeliveryObservations) Deliver
 	if !obs.PullRequests {
 		if obs.Commit == "" {
 			step.Kind = DeliveryCommit
+			if confirm {
+				step.Kind = DeliveryConfirmIntent
+			}
 			return step
 		}
 		return record(obs.Commit, recordedCommitted)
@@ -112,6 +131,9 @@ func DecideDelivery(st *scribev1.CommonStatus, obs DeliveryObservations) Deliver
 	if st.PullRequest == nil {
 		if obs.Proposed == nil {
 			step.Kind, step.SaveIntent = DeliveryPropose, true
+			if confirm {
+				step.Kind, step.SaveIntent = DeliveryConfirmIntent, false
+			}
 			return step
 		}
 		if obs.Proposed.UpToDate {

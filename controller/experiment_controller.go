@@ -221,8 +221,8 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 				Rendered: &Rendered{Digest: bundle.Digest, Generated: generated(t, bundle)}, RenderedStage: st.Stage,
 				Workflow: workflowOf(bundle), Runs: runsOf(bundle),
 			}
-		case ExperimentCommit, ExperimentPropose, ExperimentReadPullRequest:
-			if act.Kind != ExperimentReadPullRequest && bundle.Files == nil {
+		case ExperimentConfirmIntent, ExperimentCommit, ExperimentPropose, ExperimentReadPullRequest:
+			if (act.Kind == ExperimentCommit || act.Kind == ExperimentPropose) && bundle.Files == nil {
 				// A summary from the memo: the commit needs the files.
 				resolved, err := r.resolve(ctx, e)
 				if err != nil {
@@ -232,7 +232,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 					return r.fail(e, err)
 				}
 			}
-			job := deliveryJob{Target: t, Source: src, UID: e.UID, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
+			job := deliveryJob{Target: t, Source: src, UID: e.UID, ResourceVersion: e.ResourceVersion, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
 			if act.Kind == ExperimentPropose {
 				job.Evidence = stageEvidence(e)
 			}
@@ -244,6 +244,8 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 			case ExperimentCommit:
 				obs.Commit = d.Result.Commit
 				log.FromContext(ctx).Info("published", "stage", st.Stage, "revision", d.Result.Revision, "changed", d.Result.Changed, "digest", bundle.Digest)
+			case ExperimentConfirmIntent:
+				obs.Current = d.Current
 			case ExperimentPropose:
 				obs.Proposed = d.Proposed
 			default:

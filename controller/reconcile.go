@@ -27,8 +27,8 @@ import (
 const Finalizer = "scribe.dev/finalizer"
 
 // staleRetryInterval: a reconcile that read an object older than its
-// published removal reads it again after this (the deletion's own event
-// usually comes first).
+// published removal (the deletion's own event usually comes first), or
+// older than its last status write, reads it again after this.
 const staleRetryInterval = time.Second
 
 // fieldOwner is the field manager of Scribe's status patches.
@@ -73,6 +73,13 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 			// What this reconcile read is older than the removal that
 			// was published: it writes nothing of it and reads again.
 			log.FromContext(ctx).Info("stale view of an object being deleted; not publishing", "reason", retErr.Error())
+			res, retErr = ctrl.Result{RequeueAfter: staleRetryInterval}, nil
+			return
+		}
+		if isStaleStatus(retErr) {
+			// What this reconcile read is older than the status last
+			// written: it writes nothing of it and reads again.
+			log.FromContext(ctx).V(1).Info("stale status; reading again", "reason", retErr.Error())
 			res, retErr = ctrl.Result{RequeueAfter: staleRetryInterval}, nil
 			return
 		}

@@ -36,10 +36,12 @@ type LiveObject struct {
 	// Known says it was read (a Publisher without an uncached reader
 	// does not read it).
 	Known bool
-	// Found says it exists; UID and Deleting are its own.
-	Found    bool
-	UID      types.UID
-	Deleting bool
+	// Found says it exists; UID, Deleting and ResourceVersion are its
+	// own.
+	Found           bool
+	UID             types.UID
+	Deleting        bool
+	ResourceVersion string
 }
 
 // PublishFacts is what is known, right before a commit, of the custom
@@ -193,5 +195,5 @@ func (p *Publisher) live(ctx context.Context, src scribev1.ObjectIdentity) (Live
 		}
 		return LiveObject{}, fmt.Errorf("read %s from the API server: %w", publish.ObjectRef(src), err)
 	}
-	return LiveObject{Known: true, Found: true, UID: m.GetUID(), Deleting: !m.GetDeletionTimestamp().IsZero()}, nil
+	return LiveObject{Known: true, Found: true, UID: m.GetUID(), Deleting: !m.GetDeletionTimestamp().IsZero(), ResourceVersion: m.GetResourceVersion()}, nil
 }

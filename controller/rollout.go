@@ -27,6 +27,10 @@ const (
 	// RolloutRender renders the status's intent; its digest and generated
 	// resources go into RolloutObservations.Rendered.
 	RolloutRender RolloutActionKind = "Render"
+	// RolloutConfirmIntent reads, past the cache, whether the status read
+	// is the API server's latest (DeliveryConfirmIntent); the answer goes
+	// into RolloutObservations.Current.
+	RolloutConfirmIntent RolloutActionKind = "ConfirmIntent"
 	// RolloutCommit publishes the intent to the branch; the commit goes
 	// into RolloutObservations.Commit.
 	RolloutCommit RolloutActionKind = "Commit"
@@ -106,6 +110,9 @@ type RolloutObservations struct {
 
 	// Rendered is the render of the status's intent (RolloutRender).
 	Rendered *Rendered
+	// Current says the status read is the API server's latest
+	// (RolloutConfirmIntent).
+	Current bool
 	// Commit carries the intent on the branch (RolloutCommit).
 	Commit string
 	// Proposed is the pull request just opened or updated (RolloutPropose).
@@ -255,6 +262,8 @@ func (d *rollout) commit() *RolloutAction {
 	switch step.Kind {
 	case DeliveryRender:
 		return &RolloutAction{Kind: RolloutRender}
+	case DeliveryConfirmIntent:
+		return &RolloutAction{Kind: RolloutConfirmIntent}
 	case DeliveryCommit:
 		return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent}
 	case DeliveryPropose:
@@ -283,7 +292,7 @@ func (d *rollout) commit() *RolloutAction {
 // delivery is what the delivery actions showed; through says the intent
 // goes through a pull request when the Repository takes them.
 func (o *RolloutObservations) delivery(through bool) DeliveryObservations {
-	return DeliveryObservations{PullRequests: through && o.PullRequests, Rendered: o.Rendered, Commit: o.Commit, Proposed: o.Proposed, PullRequest: o.PullRequest}
+	return DeliveryObservations{PullRequests: through && o.PullRequests, Rendered: o.Rendered, Current: o.Current, Commit: o.Commit, Proposed: o.Proposed, PullRequest: o.PullRequest}
 }
 
 // appliedPoll is how often a commit that waits to be applied is read back.

@@ -28,6 +28,10 @@ const (
 	// the digest, generated resources and the runs go into
 	// ExperimentObservations.Rendered, Workflow and Runs.
 	ExperimentRender ExperimentActionKind = "Render"
+	// ExperimentConfirmIntent reads, past the cache, whether the status
+	// read is the API server's latest (DeliveryConfirmIntent); the answer
+	// goes into ExperimentObservations.Current.
+	ExperimentConfirmIntent ExperimentActionKind = "ConfirmIntent"
 	// ExperimentCommit publishes the render; the commit goes into
 	// ExperimentObservations.Commit.
 	ExperimentCommit ExperimentActionKind = "Commit"
@@ -123,6 +127,9 @@ type ExperimentObservations struct {
 	// Runs are the rendered Workflows of the workflow components
 	// (ExperimentRender).
 	Runs []ComponentRunRef
+	// Current says the status read is the API server's latest
+	// (ExperimentConfirmIntent).
+	Current bool
 	// Commit carries the render (ExperimentCommit).
 	Commit string
 	// Proposed is the pull request just opened or updated
@@ -284,6 +291,8 @@ func (d *stage) commit() *ExperimentAction {
 	switch step.Kind {
 	case DeliveryRender:
 		return &ExperimentAction{Kind: ExperimentRender}
+	case DeliveryConfirmIntent:
+		return &ExperimentAction{Kind: ExperimentConfirmIntent}
 	case DeliveryCommit:
 		return &ExperimentAction{Kind: ExperimentCommit, SaveIntent: true}
 	case DeliveryPropose:
@@ -317,7 +326,7 @@ func (d *stage) commit() *ExperimentAction {
 // delivery is what the delivery actions showed of the render of stage (a
 // render of another stage is none).
 func (o *ExperimentObservations) delivery(stage int32) DeliveryObservations {
-	obs := DeliveryObservations{PullRequests: o.PullRequests, Rendered: o.Rendered, Commit: o.Commit, Proposed: o.Proposed, PullRequest: o.PullRequest}
+	obs := DeliveryObservations{PullRequests: o.PullRequests, Rendered: o.Rendered, Current: o.Current, Commit: o.Commit, Proposed: o.Proposed, PullRequest: o.PullRequest}
 	if o.RenderedStage != stage {
 		obs.Rendered = nil
 	}

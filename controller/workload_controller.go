@@ -174,12 +174,12 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			}
 			bundle = b
 			obs.Rendered = &Rendered{Digest: b.Digest, Generated: generated(t, b)}
-		case RolloutCommit, RolloutPropose, RolloutReadPullRequest:
-			job := deliveryJob{Target: t, Source: src, UID: w.UID, Head: headOf(st.PullRequest),
+		case RolloutConfirmIntent, RolloutCommit, RolloutPropose, RolloutReadPullRequest:
+			job := deliveryJob{Target: t, Source: src, UID: w.UID, ResourceVersion: w.ResourceVersion, Head: headOf(st.PullRequest),
 				MergedSync: func() (scribev1.ObjectIdentity, error) {
 					return r.Publisher.syncIdentity(t, st.GeneratedResources, src)
 				}}
-			if act.Kind != RolloutReadPullRequest {
+			if act.Kind == RolloutCommit || act.Kind == RolloutPropose {
 				full, err := r.withFiles(ctx, w, t, bundle)
 				if err != nil {
 					return r.fail(w, err)
@@ -205,6 +205,8 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			case RolloutCommit:
 				obs.Commit = d.Result.Commit
 				log.FromContext(ctx).Info("published", "revision", d.Result.Revision, "changed", d.Result.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
+			case RolloutConfirmIntent:
+				obs.Current = d.Current
 			case RolloutPropose:
 				obs.Proposed = d.Proposed
 			default:
