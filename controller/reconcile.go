@@ -27,9 +27,15 @@ import (
 const Finalizer = "scribe.dev/finalizer"
 
 // staleRetryInterval: a reconcile that read an object older than its
-// published removal (the deletion's own event usually comes first), or
-// older than its last status write, reads it again after this.
+// published removal reads it again after this (the deletion's own event
+// usually comes first).
 const staleRetryInterval = time.Second
+
+// staleStatusRetry: a reconcile that read a status older than its last
+// status write reads it again after this. The cache is usually a few
+// milliseconds behind, and a rollout step waits on it: one metadata read
+// per retry, until it has caught up.
+const staleStatusRetry = 100 * time.Millisecond
 
 // fieldOwner is the field manager of Scribe's status patches.
 const fieldOwner = "scribe-controller"
@@ -80,7 +86,7 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 			// What this reconcile read is older than the status last
 			// written: it writes nothing of it and reads again.
 			log.FromContext(ctx).V(1).Info("stale status; reading again", "reason", retErr.Error())
-			res, retErr = ctrl.Result{RequeueAfter: staleRetryInterval}, nil
+			res, retErr = ctrl.Result{RequeueAfter: staleStatusRetry}, nil
 			return
 		}
 		if err := finalizeStatus(ctx, patcher, obj); err != nil {
