@@ -31,6 +31,8 @@ type Checker struct {
 	// Templates reads Argo Rollouts' analysis templates (uncached); nil
 	// refuses a Workload that references one.
 	Templates client.Reader
+	// RoundTimeout bounds a whole round (0: 30 s).
+	RoundTimeout time.Duration
 }
 
 // Run evaluates every check of w against version (RunRound's results).
@@ -43,6 +45,14 @@ func (c *Checker) Run(ctx context.Context, w *scribev1.Workload, version string,
 // inconclusiveLimit may make the round's limits stricter.
 // deployment is the version's Deployment as the render's read-back names it.
 func (c *Checker) RunRound(ctx context.Context, w *scribev1.Workload, version string, deployment scribev1.ObjectIdentity) *AnalysisRound {
+	// The checks and templates are the Workload writer's: however many
+	// there are, a round ends within maxRoundTime (a query past it fails).
+	limit := c.RoundTimeout
+	if limit <= 0 {
+		limit = maxRoundTime
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	var out []scribev1.CheckResult
 	for i, ch := range w.Spec.Rollout.Analysis.Checks {
 		res := scribev1.CheckResult{Name: ch.Name, Provider: ch.Type}

@@ -31,6 +31,9 @@ import (
 const (
 	maxQueryAnswer = 4 << 20
 	queryTimeout   = 10 * time.Second
+	// maxRoundTime bounds a whole analysis round, whatever the number of
+	// checks and template metrics.
+	maxRoundTime = 30 * time.Second
 	// maxRemoteText is the most bytes of a server's own words kept in a
 	// check's message; maxCheckMessage bounds the whole message.
 	maxRemoteText   = 200
@@ -177,14 +180,14 @@ func (c *Checker) endpoint(ctx context.Context, w *scribev1.Workload, p probe, t
 	return e, nil
 }
 
-// get sends a GET to u and returns the body of a 2xx answer.
+// do sends req and returns the body of a 2xx answer.
 func (e *endpoint) do(ctx context.Context, req *http.Request) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	resp, err := e.client.Do(req.WithContext(ctx))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no answer within %s", queryTimeout)
+			return nil, fmt.Errorf("no answer within %s, or the round's time is up", queryTimeout)
 		}
 		return nil, errors.New(remoteText(redactURLError(err)))
 	}

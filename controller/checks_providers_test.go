@@ -295,3 +295,38 @@ func TestProviderChecksTrustTheSecretsCA(t *testing.T) {
 		})
 	}
 }
+
+// TestAnAnalysisRoundEndsWithinItsTime: however many checks a Workload
+// has, a round ends once its time is up; the checks left are not sent and
+// fail saying why.
+func TestAnAnalysisRoundEndsWithinItsTime(t *testing.T) {
+	var hits atomic.Int64
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	w := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
+	var checks []scribev1.Check
+	for i := range 5 {
+		checks = append(checks, scribev1.Check{Name: fmt.Sprintf("slow-%d", i), Type: scribev1.CheckWeb, URL: slow.URL + "/x", JSONPath: "{.v}", Max: "1"})
+	}
+	w.Spec.Rollout = &scribev1.Rollout{Analysis: &scribev1.Analysis{Checks: checks}}
+	res := (&controller.Checker{RoundTimeout: 200 * time.Millisecond}).Run(context.Background(), w, "v1", scribev1.ObjectIdentity{})
+	if len(res) != 5 {
+		t.Fatalf("results %+v", res)
+	}
+	for _, r := range res {
+		if r.Passed || r.Inconclusive || !strings.Contains(r.Message, "the round's time is up") {
+			t.Errorf("%s: %+v, want a failure saying the round's time is up", r.Name, r)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the server got %d requests, want 1: the checks after the round's end are not sent", n)
+	}
+}

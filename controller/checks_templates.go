@@ -92,6 +92,10 @@ const (
 	newRelicTemplateSecret = "newrelic-secret"
 )
 
+// maxTemplateMetrics bounds the metrics of one template a round runs
+// (a round has at most eight templates, by the CRD).
+const maxTemplateMetrics = 16
+
 // templateMetric is one metric of a template, as a probe with Argo
 // Rollouts' conditions.
 type templateMetric struct {
@@ -201,6 +205,9 @@ func (c *Checker) templateMetrics(ctx context.Context, w *scribev1.Workload, fie
 	var spec argoAnalysisSpec
 	if err := json.Unmarshal(filled, &spec); err != nil {
 		return nil, fmt.Errorf("%s %s: %s", kind, ref.TemplateName, remoteText(err.Error()))
+	}
+	if len(spec.Metrics) > maxTemplateMetrics {
+		return nil, fmt.Errorf("%s %s has %d metrics; Scribe runs at most %d of a template", kind, ref.TemplateName, len(spec.Metrics), maxTemplateMetrics)
 	}
 	if len(spec.DryRun) > 0 {
 		return nil, fmt.Errorf("%s %s: dryRun is not supported: every metric Scribe runs counts", kind, ref.TemplateName)

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,13 @@ spec:
 			t.Fatal(err)
 		}
 	}
+	many := "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {name: many, namespace: " + ns + "}\nspec:\n  metrics:\n"
+	for i := range 17 {
+		many += fmt.Sprintf("  - name: m%d\n    provider: {prometheus: {address: %s, query: up}}\n", i, prom.URL)
+	}
+	if err := e.c.Create(ctx, analysisTemplate(t, many)); err != nil {
+		t.Fatal(err)
+	}
 	cluster := "error-count-" + ns
 	c := &controller.Checker{Templates: e.c}
 	for _, tt := range []struct {
@@ -149,6 +157,9 @@ spec:
 		{name: "an arg the template does not declare", version: "v1",
 			refs: []scribev1.AnalysisTemplateRef{{TemplateName: "undeclared"}},
 			want: map[string]string{"undeclared": "failed {{args.job}} is not a declared arg"}},
+		{name: "a template with more metrics than a round runs", version: "v1",
+			refs: []scribev1.AnalysisTemplateRef{{TemplateName: "many"}},
+			want: map[string]string{"many": "failed has 17 metrics; Scribe runs at most 16"}},
 		{name: "valueFrom", version: "v1",
 			refs: []scribev1.AnalysisTemplateRef{{TemplateName: "value-from"}},
 			want: map[string]string{"value-from": "failed arg token: valueFrom is not supported"}},
