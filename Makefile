@@ -70,7 +70,7 @@ test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, th
 	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_TIME)
 	@# The YAML stream reader and the commit-message template, fuzzed the same way.
 	go test ./internal/yamlstream -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZ_TIME)
-	go test ./internal/publish -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_TIME)
+	go test ./internal/publish/gitsink -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_TIME)
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 45m ./test/e2e/
 
 .PHONY: test-race
@@ -112,7 +112,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 
 .PHONY: update-golden
 update-golden: ## Rewrite golden files from the current templates.
-	go test -timeout 45m ./render ./cmd/scribe ./internal/publish -update
+	go test -timeout 45m ./render ./cmd/scribe ./internal/publish/gitsink -update
 
 .PHONY: bench
 bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading, 1000 Workloads at once on envtest, a bystander Workload's commit latency while other tenants' largest Experiments render (SCRIBE_BENCH_LARGEST=2,4 tenants); the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.
