@@ -176,18 +176,30 @@ func TestLoopPullRequestPromotionThroughGitea(t *testing.T) {
 		t.Fatalf("applied HTTPRoute routes %q", r)
 	}
 
-	// v2, step 1: proposed, not applied.
+	// v2 first deploys at weight 0 (its warm-up), by pull request too.
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
 	v1PR := pr.Number
-	pr = l.waitPR("step 1's pull request", mainAt, func(w *scribev1.Workload) bool {
+	pr = l.waitPR("v2's warm-up pull request", mainAt, func(w *scribev1.Workload) bool {
 		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest.Number != v1PR
 	})
-	for _, want := range []string{"Rolling out **v2** (canary), step 1 of 2: v1=90%,v2=10%.", "- HTTPRoute web: web-v1 100 → 90", "- HTTPRoute web: web-v2 - → 10", "| added | `Deployment prs/web-v2` |"} {
+	for _, want := range []string{"Rolling out **v2** (canary): deployed at weight 0 until it is available; step 1 of 2 (weight 10) follows.", "- HTTPRoute web: web-v2 - → 0", "| added | `Deployment prs/web-v2` |"} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("v2's warm-up pull request body lacks %q:\n%s", want, pr.Body)
+		}
+	}
+	warmPR := pr.Number
+	mainAt = l.merge(pr.Number)
+
+	// v2, step 1: proposed, not applied.
+	pr = l.waitPR("step 1's pull request", mainAt, func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest.Number != warmPR
+	})
+	for _, want := range []string{"Rolling out **v2** (canary), step 1 of 2: v1=90%,v2=10%.", "- HTTPRoute web: web-v1 100 → 90", "- HTTPRoute web: web-v2 0 → 10"} {
 		if !strings.Contains(pr.Body, want) {
 			t.Errorf("step 1's pull request body lacks %q:\n%s", want, pr.Body)
 		}
 	}
-	if r := routeWeights(ctx, s, ns, "web"); r != "web-v1=100" {
+	if r := routeWeights(ctx, s, ns, "web"); r != "web-v1=100,web-v2=0" {
 		t.Fatalf("an unmerged step was applied: routes %q", r)
 	}
 
@@ -263,14 +275,14 @@ func TestLoopPullRequestPromotionThroughGitea(t *testing.T) {
 		proposed := w.Status.PullRequest != nil && w.Status.PullRequest.Number != step2PR && w.Status.PullRequest.State == "open"
 		return w.Status.StableVersion == "v2" && (proposed || w.Status.Phase == scribev1.WorkloadHealthy), l.describe()
 	})
-	wantPRs := 3
+	wantPRs := 4 // v1, v2's warm-up, step 1, step 2
 	if w := l.get(); w.Status.Phase != scribev1.WorkloadHealthy {
 		pr = l.waitPR("the promotion's pull request", mainAt, func(w *scribev1.Workload) bool { return w.Status.PullRequest.Number != step2PR })
 		if !strings.Contains(pr.Body, "**v2** becomes the stable version") {
 			t.Errorf("the promotion's body:\n%s", pr.Body)
 		}
 		l.merge(pr.Number)
-		wantPRs = 4
+		wantPRs++
 	}
 	poll(t, 3*time.Minute, "v2 stable and healthy", func() (bool, string) {
 		w := l.get()

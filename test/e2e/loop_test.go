@@ -315,14 +315,21 @@ func testRollback(t *testing.T, applier scribev1.ApplierKind) {
 		PeriodSeconds: 1,
 	}}
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, v2) })
-	poll(t, 3*time.Minute, "step 1 applied by "+string(applier), func() (bool, string) {
+	// v2 is deployed at weight 0 until available, which it never is: its
+	// checks fail there and it is rolled back without ever being served.
+	poll(t, 3*time.Minute, "v2's warm-up at weight 0 applied by "+string(applier), func() (bool, string) {
 		r := routeWeights(ctx, s, ns, "web")
-		return r == "web-v1=90,web-v2=10", "route " + r + "; " + describe(get())
+		return r == "web-v1=100,web-v2=0", "route " + r + "; " + describe(get())
 	})
 	poll(t, 3*time.Minute, "the rollback", func() (bool, string) {
 		got := get()
 		return got.Status.Phase == scribev1.WorkloadRolledBack && got.Status.Revision != "", describe(got)
 	})
+	for _, c := range scribeRoutes(t, s, ns) {
+		if strings.Contains(c, "web-v2=") && !strings.Contains(c, "web-v2=0") {
+			t.Errorf("a commit gave v2 traffic although it never became available: %s", c)
+		}
+	}
 	rollback := get().Status.Revision
 	poll(t, 3*time.Minute, string(applier)+" to apply the rollback commit", func() (bool, string) {
 		applied, err := s.AppliedRevision(ctx, "workload", ns, "web")

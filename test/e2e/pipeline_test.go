@@ -235,7 +235,7 @@ func TestLoopPipelinePromotesThroughStagesWithFluxAndGitea(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Rolling out **v2** (canary), step 1 of 2", "Promoted from the previous stage: v2 was stable and healthy in stage dev (Workload web-dev, commit ", "a soak of 2s"} {
+	for _, want := range []string{"Rolling out **v2** (canary): deployed at weight 0 until it is available; step 1 of 2", "Promoted from the previous stage: v2 was stable and healthy in stage dev (Workload web-dev, commit ", "a soak of 2s"} {
 		if !strings.Contains(pr.Body, want) {
 			t.Errorf("staging's first pull request for v2 lacks %q:\n%s", want, pr.Body)
 		}

@@ -75,7 +75,17 @@ func testKilledMidCanary(t *testing.T, applier scribev1.ApplierKind) {
 		got := get()
 		return got.Status.StableVersion == "v2" && got.Status.Phase == scribev1.WorkloadHealthy, describe(got)
 	})
-	// Every Scribe commit of the Workload, in order, by the weights it set.
+	weights := scribeRoutes(t, s, ns)
+	want := []string{"web-v1=100", "web-v1=100,web-v2=0", "web-v1=90,web-v2=10", "web-v1=50,web-v2=50", "web-v1=0,web-v2=100", "web-v1=0,web-v2=100"}
+	if fmt.Sprint(weights) != fmt.Sprint(want) {
+		t.Fatalf("Scribe's commits set %v, want v2's warm-up at 0, each step once in order, then the promotion: %v", weights, want)
+	}
+}
+
+// scribeRoutes is every Scribe commit of Workload ns/web, in order, by the
+// weights its HTTPRoute set.
+func scribeRoutes(t *testing.T, s *Stack, ns string) []string {
+	t.Helper()
 	work := t.TempDir()
 	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
 	out := publishtest.Git(t, work, "log", "--reverse", "--format=%H", "--grep=Scribe-Object: Workload/"+ns+"/web")
@@ -84,10 +94,7 @@ func testKilledMidCanary(t *testing.T, applier scribev1.ApplierKind) {
 		route := publishtest.Git(t, work, "show", c+":"+SyncPath+"/"+ns+"/workload/web/httproute-web.yaml")
 		weights = append(weights, routeSummary(route))
 	}
-	want := []string{"web-v1=100", "web-v1=90,web-v2=10", "web-v1=50,web-v2=50", "web-v1=0,web-v2=100", "web-v1=0,web-v2=100"}
-	if fmt.Sprint(weights) != fmt.Sprint(want) {
-		t.Fatalf("Scribe's commits set %v, want each step once in order, then the promotion: %v", weights, want)
-	}
+	return weights
 }
 
 // routeSummary reads backend weights from an HTTPRoute file.
