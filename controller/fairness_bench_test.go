@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -179,11 +178,7 @@ func benchLargestStage2(b *testing.B, k int) {
 	}
 	namespaces = append(namespaces, by.ns)
 	expInstallCRDs(b, by, helmReleaseCRD)
-	reg := prometheus.NewRegistry()
-	m, err := controller.NewMetrics(reg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, reg := renderMetrics(b)
 	p := startFairnessManager(b, by.e.cfg, namespaces, controller.Options{Metrics: m})
 
 	// Warm (the git cache cloned), then the bystander's latency alone.

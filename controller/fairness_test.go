@@ -40,6 +40,18 @@ func startFairnessManager(t testing.TB, cfg *rest.Config, namespaces []string, o
 	return p
 }
 
+// renderMetrics are the controller's metrics on a registry of their own,
+// which renderCount and renderTotals read.
+func renderMetrics(t testing.TB) (*controller.Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := controller.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
 // renderCount is the renders of kind the registry's
 // scribe_render_duration_seconds observed.
 func renderCount(t testing.TB, reg prometheus.Gatherer, kind string) int {
@@ -97,11 +109,7 @@ func TestWaitingExperimentIsNotRenderedAgainAtEachPoll(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	m, err := controller.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := renderMetrics(t)
 	cfg, polls := countingConfig(f.e.cfg, "/namespaces/"+f.ns+"/configmaps/"+controller.OTELConfigMapName)
 	startFairnessManager(t, cfg, []string{f.ns}, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1, Metrics: m})
 	if err := f.e.c.Create(f.ctx(), hubExperiment(f.ns, "waiting")); err != nil {
@@ -151,11 +159,7 @@ func TestHeavyExperimentsOfOneNamespaceDoNotHoldBackAnotherNamespacesWorkload(t 
 			t.Fatal(err)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	m, err := controller.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := renderMetrics(t)
 	p := startFairnessManager(t, heavyNS.e.cfg, []string{heavyNS.ns, other.ns},
 		controller.Options{Poll: 150 * time.Millisecond, Concurrency: 8, CommitInterval: -1, MaxRenders: 2, Metrics: m})
 	// A small Experiment first: the catalog is loaded once it commits.

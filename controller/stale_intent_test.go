@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,11 +123,7 @@ func TestAnExperimentsCommittedStageIsNotRenderedAgainWithFiles(t *testing.T) {
 	if err := f.e.c.Create(f.ctx(), f.repo); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	m, err := controller.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := renderMetrics(t)
 	const name = "lab"
 	lag := &intentLag{key: types.NamespacedName{Namespace: f.ns, Name: name}, stage: scribev1.StageComponents, reconciles: -1}
 	newClient := func(cfg *rest.Config, opts client.Options) (client.Client, error) {
