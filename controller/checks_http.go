@@ -163,7 +163,10 @@ func (c *Checker) endpoint(ctx context.Context, w *scribev1.Workload, p probe, t
 		if !ok {
 			return nil, errors.New("this controller's HTTP client takes no TLS options")
 		}
+		// A transport of this check's own, made per round: no idle
+		// connections are kept that nothing would close.
 		t = t.Clone()
+		t.DisableKeepAlives = true
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: ch.InsecureSkipVerify} //nolint:gosec // the Workload asks for it, and the field says so
 		if len(ca) > 0 {
 			pool := x509.NewCertPool()
