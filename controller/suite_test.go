@@ -203,9 +203,7 @@ func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newCl
 			case <-time.After(20 * time.Second):
 				// Something ignores the cancellation: show what, before
 				// the manager's grace period ends in an error.
-				var buf strings.Builder
-				_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-				t.Logf("the manager has not stopped 20 s after its context was cancelled; goroutines:\n%s", buf.String())
+				t.Logf("the manager has not stopped 20 s after its context was cancelled; Scribe's goroutines:\n%s", scribeGoroutines())
 				<-done
 			}
 		})
@@ -532,3 +530,18 @@ func (f *fixture) deleteKustomization(t *testing.T, key types.NamespacedName) {
 // repoName is the test repository, owner/name as on a forge, so the fake
 // GitHub serves its pull requests.
 const repoName = "acme/exp"
+
+// scribeGoroutines is the stacks of the goroutines running Scribe's code
+// (not the test's), first what a stopping manager waits for: a whole dump
+// is hundreds of informer goroutines, and CI keeps only its head.
+func scribeGoroutines() string {
+	var buf strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	var out []string
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if strings.Contains(g, "scribe-gitops/scribe/") && !strings.Contains(g, "controller_test.") {
+			out = append(out, g)
+		}
+	}
+	return fmt.Sprintf("%d of %d goroutines\n%s", len(out), strings.Count(buf.String(), "goroutine "), strings.Join(out, "\n\n"))
+}

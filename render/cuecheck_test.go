@@ -105,10 +105,10 @@ func TestCUEContractRefusesWhatGoCannotEncode(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.mutate(input["spec"].(map[string]any))
-			if _, err := fast.renderBundle(d, input); err != nil {
+			if _, err := fast.renderBundle(context.Background(), d, input); err != nil {
 				t.Fatalf("without the contract: %v", err)
 			}
-			_, err = checked.renderBundle(d, input)
+			_, err = checked.renderBundle(context.Background(), d, input)
 			var ie *InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("with the contract: got %v, want an InputError", err)

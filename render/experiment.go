@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,7 +25,7 @@ import (
 const DefaultGCPProject = "scribe-experiments"
 
 // renderExperiment renders a validated Experiment.
-func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, error) {
+func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in ExperimentInput) (*Bundle, error) {
 	x, ok := d.typed.(*scribev1.Experiment)
 	if !ok {
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
@@ -46,7 +47,7 @@ func (e *Engine) renderExperiment(d *decoded, in ExperimentInput) (*Bundle, erro
 	if wf := x.Spec.Workflow; wf != nil && wf.Engine == scribev1.EngineTestkube {
 		d.elsewhere = &elsewhere{namespace: testkubeNamespace(wf.Testkube), kinds: testkubeKinds, why: "Testkube objects (spec.workflow.testkube.namespace)"}
 	}
-	return e.renderBundle(d, input)
+	return e.renderBundle(ctx, d, input)
 }
 
 // DefaultTestkubeWorkflow is the catalog's workflow template a Testkube

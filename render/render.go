@@ -83,9 +83,9 @@ func (e *Engine) Render(ctx context.Context, in Input) (*Bundle, error) {
 	}
 	switch o := d.typed.(type) {
 	case *scribev1.Workload:
-		return e.renderWorkload(d, WorkloadInput{Workload: o, Traffic: o.Status.Traffic, Stable: o.Status.StableVersion, Publish: in.Publish}, "status.traffic")
+		return e.renderWorkload(ctx, d, WorkloadInput{Workload: o, Traffic: o.Status.Traffic, Stable: o.Status.StableVersion, Publish: in.Publish}, "status.traffic")
 	case *scribev1.Experiment:
-		return e.renderExperiment(d, ExperimentInput{Experiment: o, Publish: in.Publish, Resolved: in.Resolved, Stage: in.Stage})
+		return e.renderExperiment(ctx, d, ExperimentInput{Experiment: o, Publish: in.Publish, Resolved: in.Resolved, Stage: in.Stage})
 	}
 	return nil, fmt.Errorf("render %s: no template for %T", d.name, d.typed)
 }
@@ -103,7 +103,7 @@ func (e *Engine) RenderWorkload(ctx context.Context, in WorkloadInput) (*Bundle,
 	if err != nil {
 		return nil, err
 	}
-	return e.renderWorkload(d, in, "traffic")
+	return e.renderWorkload(ctx, d, in, "traffic")
 }
 
 // RenderExperiment renders one Experiment.
@@ -119,7 +119,7 @@ func (e *Engine) RenderExperiment(ctx context.Context, in ExperimentInput) (*Bun
 	if err != nil {
 		return nil, err
 	}
-	return e.renderExperiment(d, in)
+	return e.renderExperiment(ctx, d, in)
 }
 
 // Decode validates and defaults a JSON-shaped custom resource exactly as
@@ -262,7 +262,7 @@ func metadataOf(o client.Object) contract.Metadata {
 
 // renderBundle evaluates the template of d's kind with input and checks
 // every object it yields.
-func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
+func (e *Engine) renderBundle(ctx context.Context, d *decoded, input any) (*Bundle, error) {
 	name := d.name
 	tmpl, ok := e.templates[d.kind]
 	if !ok {
@@ -302,6 +302,12 @@ func (e *Engine) renderBundle(d *decoded, input any) (*Bundle, error) {
 	rendered := map[string][]byte{}
 	byKey := make(map[string]scribev1.ObjectIdentity, len(values))
 	for i, val := range values {
+		// CUE cannot be interrupted; between objects the render can, so
+		// that a cancelled reconcile (a manager stopping) is not held
+		// for the rest of a large Experiment.
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("render %s: %w", name, err)
+		}
 		c, err := e.checkObject(name, d.obj, val)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"fmt"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -10,7 +11,7 @@ import (
 // renderWorkload renders a validated Workload with the split of in.
 // trafficPath is where the split came from, for errors: status.traffic in
 // a file, traffic in a WorkloadInput.
-func (e *Engine) renderWorkload(d *decoded, in WorkloadInput, trafficPath string) (*Bundle, error) {
+func (e *Engine) renderWorkload(ctx context.Context, d *decoded, in WorkloadInput, trafficPath string) (*Bundle, error) {
 	w, ok := d.typed.(*scribev1.Workload)
 	if !ok {
 		return nil, fmt.Errorf("render %s: not a Workload", d.name)
@@ -20,7 +21,7 @@ func (e *Engine) renderWorkload(d *decoded, in WorkloadInput, trafficPath string
 	if len(errs) > 0 {
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}
-	return e.renderBundle(d, contract.Workload{
+	return e.renderBundle(ctx, d, contract.Workload{
 		Metadata: metadataOf(w),
 		Spec:     w.Spec,
 		Traffic:  traffic,
