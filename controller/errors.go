@@ -30,7 +30,14 @@ const (
 	ReasonSucceeded           = "Succeeded"
 	ReasonProgressing         = "Progressing"
 	ReasonRolledBack          = "RolledBack"
-	ReasonPruning             = "Pruning"
+	// ReasonAwaitingPromotion: a step with `pause: {}` is held until
+	// promoted.
+	ReasonAwaitingPromotion = "AwaitingPromotion"
+	// ReasonPaused: spec.paused holds the rollout at its step.
+	ReasonPaused = "Paused"
+	// ReasonSuspended: spec.suspend stops the reconciliation.
+	ReasonSuspended = "Suspended"
+	ReasonPruning   = "Pruning"
 	// ReasonSigningKeyInvalid: the Repository's signing Secret holds no
 	// usable key.
 	ReasonSigningKeyInvalid = "SigningKeyInvalid"

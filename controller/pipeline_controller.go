@@ -51,7 +51,7 @@ func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 
 // Reconcile moves one Pipeline's versions on by what its stages report.
 func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Pipeline]{kind: scribev1.PipelineKind, reconcile: r.reconcile}.
+	return lifecycle[*scribev1.Pipeline]{kind: scribev1.PipelineKind, reconcile: r.reconcile, suspended: func(o *scribev1.Pipeline) bool { return o.Spec.Suspend }}.
 		run(ctx, r.Client, req, &scribev1.Pipeline{})
 }
 

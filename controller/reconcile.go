@@ -58,6 +58,10 @@ type lifecycle[T object] struct {
 	// reconcile is one pass towards the desired state, with the
 	// finalizer stored. It may patch intermediate status with patcher.
 	reconcile func(ctx context.Context, obj T, patcher *statusPatcher) (ctrl.Result, error)
+	// suspended says the object's spec.suspend is set: nothing but a
+	// deletion is carried out until it is unset (a change of the object
+	// starts a reconcile). nil: the kind cannot be suspended.
+	suspended func(obj T) bool
 }
 
 // run is one reconcile of the object req names, read into obj: status is
@@ -104,6 +108,10 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 				return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 			}
 		}
+	}
+	if l.suspended != nil && l.suspended(obj) {
+		log.FromContext(ctx).Info("reconciliation is suspended for this object")
+		return ctrl.Result{}, nil
 	}
 	return l.reconcile(ctx, obj, patcher)
 }

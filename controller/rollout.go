@@ -108,6 +108,9 @@ type RolloutObservations struct {
 	// write fewer for every new CR, which is what a burst of new CRs costs.
 	FirstIntent bool
 
+	// Requests are the Workload's manual request annotations.
+	Requests ManualRequests
+
 	// Rendered is the render of the status's intent (RolloutRender).
 	Rendered *Rendered
 	// Current says the status read is the API server's latest
@@ -190,8 +193,12 @@ type AnalysisRound struct {
 // anywhere reaches the same step again and never skips or repeats one.
 func DecideRollout(spec *scribev1.WorkloadSpec, status scribev1.WorkloadStatus, obs RolloutObservations, now time.Time) (scribev1.WorkloadStatus, RolloutAction) {
 	d := &rollout{w: &scribev1.Workload{Spec: *spec, Status: *status.DeepCopy()}, obs: obs, now: now}
+	d.retry()
 	d.intend()
-	a := d.commit()
+	a := d.request()
+	if a == nil {
+		a = d.commit()
+	}
 	if a == nil {
 		a = d.readBack()
 	}
@@ -222,19 +229,27 @@ func (d *rollout) intend() {
 		// First rollout: the newest version takes all traffic.
 		if len(st.Traffic) != 1 || st.Traffic[0].Version != newest || st.CanaryVersion != newest {
 			st.CanaryVersion, st.Step = newest, 0
+			d.started()
 			setTraffic(st, []scribev1.VersionWeight{{Version: newest, Weight: 100}})
 		}
 	case newest == st.StableVersion || newest == st.RolledBackVersion:
 		// Nothing to roll out: the stable version takes all traffic.
 		want := []scribev1.VersionWeight{{Version: st.StableVersion, Weight: 100}}
 		if st.CanaryVersion != "" || !sameTraffic(st.Traffic, want) {
+			if inProgress(st) {
+				d.record(scribev1.OutcomeSuperseded, st.CanaryVersion+" is no longer the newest of spec.versions")
+			}
 			st.CanaryVersion, st.Step = "", -1
 			setTraffic(st, want)
 		}
 	case st.CanaryVersion != newest:
 		// A new version: its rollout starts at the first step, after a
 		// canary's warm-up at weight 0.
+		if inProgress(st) {
+			d.record(scribev1.OutcomeSuperseded, newest+" started rolling out")
+		}
 		st.CanaryVersion, st.Step, st.RolledBackVersion = newest, 0, ""
+		d.started()
 		if warmsUp(w) {
 			setTraffic(st, warmUpTraffic(w))
 			d.events = append(d.events, normalEvent("RolloutStarted", "rolling out %s: at weight 0 until available, then step 1 of %d, weight %d", newest, len(steps(w)), steps(w)[0].Weight))
@@ -332,7 +347,7 @@ func (d *rollout) readBack() *RolloutAction {
 	switch h.Verdict.State {
 	case health.Failed:
 		if rolling {
-			return d.rollback(fmt.Sprintf("step %d of %s failed: %s", st.Step+1, st.CanaryVersion, h.Verdict.Message))
+			return d.rollback(scribev1.OutcomeRolledBack, fmt.Sprintf("step %d of %s failed: %s", st.Step+1, st.CanaryVersion, h.Verdict.Message))
 		}
 		st.Phase = scribev1.WorkloadFailed
 		return &RolloutAction{Kind: RolloutWait, Requeue: d.obs.Poll, Marks: []Mark{
@@ -371,6 +386,9 @@ func (d *rollout) judge() *RolloutAction {
 		return &RolloutAction{Kind: RolloutSettled, Marks: marks}
 	}
 	if warming(w) {
+		if w.Spec.Paused {
+			return d.paused()
+		}
 		// The canary is available at weight 0: the first step sends it traffic.
 		rev := st.Revision
 		setTraffic(st, stepTraffic(w, 0))
@@ -378,10 +396,17 @@ func (d *rollout) judge() *RolloutAction {
 			normalEvent("CanaryAvailable", "%s available at weight 0 (%s); step 1 of %d: %s", st.CanaryVersion, shortRev(rev), len(steps(w)), fmtTraffic(st.Traffic)),
 		}}
 	}
+	hold, indefinite := pause(w, st.Step)
+	if st.StableVersion == "" {
+		indefinite = false // a first rollout has nothing to be promoted over
+	}
 	if st.StepHealthyAt == nil {
 		at := metav1.NewTime(d.now)
 		st.StepHealthyAt = &at
 		d.events = append(d.events, normalEvent("StepHealthy", "%s applied and healthy at %s", fmtTraffic(st.Traffic), shortRev(st.Revision)))
+		if indefinite {
+			d.events = append(d.events, normalEvent("AwaitingPromotion", "step %d of %d of %s (%s) is held until promoted", st.Step+1, len(steps(w)), st.CanaryVersion, fmtTraffic(st.Traffic)))
+		}
 	}
 	if st.StableVersion != "" {
 		if a := d.analyse(); a != nil {
@@ -390,23 +415,24 @@ func (d *rollout) judge() *RolloutAction {
 		if a := d.holdOnLastRound(); a != nil {
 			return a
 		}
+		if w.Spec.Paused {
+			return d.paused()
+		}
 	}
-	if wait := pause(w, st.Step) - d.now.Sub(st.StepHealthyAt.Time); wait > 0 {
+	if indefinite {
+		return &RolloutAction{Kind: RolloutWait, Requeue: d.heldRequeue(), Marks: []Mark{
+			markReconciling(ReasonAwaitingPromotion, "step %d of %d of %s healthy; held until promoted (scribe promote workload %s -n %s)", st.Step+1, len(steps(w)), st.CanaryVersion, w.Name, w.Namespace),
+		}}
+	}
+	if wait := hold - d.now.Sub(st.StepHealthyAt.Time); wait > 0 {
 		return &RolloutAction{Kind: RolloutWait, Requeue: minDuration(wait, analysisInterval(w)), Marks: []Mark{
 			markReconciling(ReasonProgressing, "step %d of %s healthy; holding for %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second)),
 		}}
 	}
 	evidence := stepEvidence(w, d.now)
-	drained := metav1.NewTime(d.now)
 	if st.StableVersion == "" || int(st.Step) >= len(steps(w))-1 {
 		// The last step held: the new version is stable.
-		promoted := st.CanaryVersion
-		st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
-		st.DrainStartedAt = &drained
-		st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
-		setTraffic(st, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
-		st.Evidence = evidence
-		return &RolloutAction{Kind: RolloutPromote, Requeue: time.Millisecond, Events: []Event{normalEvent("Promoted", "%s is stable", promoted)}}
+		return d.promote(evidence)
 	}
 	st.Step++
 	setTraffic(st, stepTraffic(w, int(st.Step)))
@@ -414,6 +440,65 @@ func (d *rollout) judge() *RolloutAction {
 	return &RolloutAction{Kind: RolloutAdvance, Requeue: time.Millisecond, Events: []Event{
 		normalEvent("StepAdvanced", "step %d of %d: %s", st.Step+1, len(steps(w)), fmtTraffic(st.Traffic)),
 	}}
+}
+
+// promote makes the canary the stable version; evidence goes into its
+// commit and pull request.
+func (d *rollout) promote(evidence string) *RolloutAction {
+	st := &d.w.Status
+	promoted := st.CanaryVersion
+	d.record(scribev1.OutcomePromoted, "")
+	drained := metav1.NewTime(d.now)
+	st.StableVersion, st.CanaryVersion, st.Step = promoted, "", -1
+	st.DrainStartedAt = &drained
+	st.Phase = scribev1.WorkloadProgressing // Healthy once the promotion is applied
+	setTraffic(st, []scribev1.VersionWeight{{Version: promoted, Weight: 100}})
+	st.Evidence = evidence
+	return &RolloutAction{Kind: RolloutPromote, Requeue: time.Millisecond, Events: []Event{normalEvent("Promoted", "%s is stable", promoted)}}
+}
+
+// paused holds the rollout where it is (spec.paused).
+func (d *rollout) paused() *RolloutAction {
+	st := &d.w.Status
+	return &RolloutAction{Kind: RolloutWait, Requeue: d.heldRequeue(), Marks: []Mark{
+		markReconciling(ReasonPaused, "rollout of %s paused at %s (spec.paused); scribe resume workload %s -n %s continues it", st.CanaryVersion, fmtTraffic(st.Traffic), d.w.Name, d.w.Namespace),
+	}}
+}
+
+// heldRequeue is when to come back to a step held until a person acts
+// (whose change starts a reconcile): at the next analysis round, if the
+// Workload has analysis.
+func (d *rollout) heldRequeue() time.Duration {
+	if a := d.w.Spec.Rollout; a != nil && a.Analysis != nil && d.obs.Analysis {
+		return analysisInterval(d.w)
+	}
+	return 0
+}
+
+// started records when the rollout of status.canaryVersion started.
+func (d *rollout) started() {
+	at := metav1.NewTime(d.now)
+	d.w.Status.RolloutStartedAt = &at
+	d.w.Status.PromotedStep = nil
+}
+
+// maxHistory is how many past rollouts status.history keeps.
+const maxHistory = 10
+
+// record adds the rollout of status.canaryVersion, ending with outcome,
+// to status.history.
+func (d *rollout) record(outcome scribev1.RolloutOutcome, message string) {
+	st := &d.w.Status
+	rec := scribev1.RolloutRecord{Version: st.CanaryVersion, Outcome: outcome, StartedAt: st.RolloutStartedAt,
+		FinishedAt: metav1.NewTime(d.now), Step: st.Step, Revision: st.Revision, Message: oneLine(message, 1024)}
+	if st.PullRequest != nil {
+		rec.PullRequest = st.PullRequest.Number
+	}
+	st.History = append([]scribev1.RolloutRecord{rec}, st.History...)
+	if len(st.History) > maxHistory {
+		st.History = st.History[:maxHistory]
+	}
+	st.RolloutStartedAt, st.PromotedStep = nil, nil
 }
 
 // analyse decides on the analysis round when one is due: it asks for the
@@ -446,7 +531,7 @@ func (d *rollout) analyse() *RolloutAction {
 		st.InconclusiveChecks++
 		limit := roundLimit(a.Analysis.InconclusiveLimit, 10, d.obs.Checks.InconclusiveLimit)
 		if st.InconclusiveChecks >= limit {
-			return d.rollback(fmt.Sprintf("%d inconclusive analysis rounds in a row of %s at step %d: %s", st.InconclusiveChecks, st.CanaryVersion, st.Step+1, strings.Join(inconclusive, "; ")))
+			return d.rollback(scribev1.OutcomeRolledBack, fmt.Sprintf("%d inconclusive analysis rounds in a row of %s at step %d: %s", st.InconclusiveChecks, st.CanaryVersion, st.Step+1, strings.Join(inconclusive, "; ")))
 		}
 		d.events = append(d.events, warningEvent("CheckInconclusive", "round inconclusive (%d of %d in a row): %s", st.InconclusiveChecks, limit, strings.Join(inconclusive, "; ")))
 		return &RolloutAction{Kind: RolloutWait, Requeue: interval, Marks: []Mark{
@@ -458,7 +543,7 @@ func (d *rollout) analyse() *RolloutAction {
 	threshold := roundLimit(a.Analysis.Threshold, 3, d.obs.Checks.Threshold)
 	d.events = append(d.events, warningEvent("CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; ")))
 	if st.FailedChecks >= threshold {
-		return d.rollback(fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
+		return d.rollback(scribev1.OutcomeRolledBack, fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))
 	}
 	return &RolloutAction{Kind: RolloutWait, Requeue: interval}
 }
@@ -512,9 +597,10 @@ func roundOutcome(results []scribev1.CheckResult) (failed, inconclusive []string
 }
 
 // rollback sends all traffic back to the stable version, once.
-func (d *rollout) rollback(why string) *RolloutAction {
+func (d *rollout) rollback(outcome scribev1.RolloutOutcome, why string) *RolloutAction {
 	st := &d.w.Status
 	failed := st.CanaryVersion
+	d.record(outcome, why)
 	st.RolledBackVersion, st.CanaryVersion, st.Step = failed, "", -1
 	drained := metav1.NewTime(d.now)
 	st.DrainStartedAt = &drained

@@ -17,7 +17,7 @@ import (
 )
 
 func TestRolloutStrategiesGiveTheirTrafficSteps(t *testing.T) {
-	hold := &metav1.Duration{Duration: time.Minute}
+	hold := scribev1.PauseFor(time.Minute)
 	for _, tc := range []struct {
 		name    string
 		rollout *scribev1.Rollout
@@ -41,7 +41,7 @@ func TestRolloutStrategiesGiveTheirTrafficSteps(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("steps = %v, want %v", got, tc.want)
 			}
-			if p := pause(w, 0); p != tc.pause0 {
+			if p, _ := pause(w, 0); p != tc.pause0 {
 				t.Errorf("first pause = %s, want %s", p, tc.pause0)
 			}
 		})
@@ -59,7 +59,7 @@ func web(versions string, edits ...func(*scribev1.WorkloadSpec)) *scribev1.Workl
 	s := &scribev1.WorkloadSpec{
 		Service: scribev1.ServiceSpec{Ports: []scribev1.ServicePort{{Name: "http", Port: 80}}},
 		Rollout: &scribev1.Rollout{Strategy: scribev1.StrategyCanary, Steps: []scribev1.RolloutStep{
-			{Weight: 10, Pause: &metav1.Duration{Duration: time.Minute}}, {Weight: 50}, {Weight: 100},
+			{Weight: 10, Pause: scribev1.PauseFor(time.Minute)}, {Weight: 50}, {Weight: 100},
 		}},
 	}
 	for _, v := range strings.Split(versions, ",") {
@@ -231,7 +231,19 @@ func view(st scribev1.WorkloadStatus) map[string]string {
 	if st.GeneratedResources != nil {
 		gen = st.GeneratedResources.Path
 	}
+	var history []string
+	for _, h := range st.History {
+		history = append(history, fmt.Sprintf("%s %s at step %d (%s, started %s) %s", h.Version, h.Outcome, h.Step+1, h.Revision, when(h.StartedAt), h.Message))
+	}
+	promoted, requests := "", ""
+	if st.PromotedStep != nil {
+		promoted = fmt.Sprint(*st.PromotedStep)
+	}
+	if r := st.Requests; r != nil {
+		requests = fmt.Sprintf("promote=%s full=%s abort=%s retry=%s", r.Promote, r.PromoteFull, r.Abort, r.Retry)
+	}
 	return map[string]string{
+		"history": strings.Join(history, " | "), "promotedStep": promoted, "requests": requests, "started": when(st.RolloutStartedAt),
 		"phase": string(st.Phase), "stable": st.StableVersion, "canary": st.CanaryVersion, "rolledBack": st.RolledBackVersion,
 		"step": fmt.Sprint(st.Step), "traffic": fmtTraffic(st.Traffic), "revision": st.Revision, "digest": st.Digest,
 		"healthyAt": when(st.StepHealthyAt), "analysedAt": when(st.LastAnalysisAt), "failedRounds": fmt.Sprint(st.FailedChecks),

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
@@ -32,7 +30,7 @@ func steps(w *scribev1.Workload) []scribev1.RolloutStep {
 	}
 	switch ro.Strategy {
 	case scribev1.StrategyBlueGreen:
-		var p *metav1.Duration
+		var p *scribev1.RolloutPause
 		if len(ro.Steps) > 0 {
 			p = ro.Steps[0].Pause
 		}
@@ -76,13 +74,23 @@ func stepTraffic(w *scribev1.Workload, i int) []scribev1.VersionWeight {
 	return []scribev1.VersionWeight{{Version: w.Status.StableVersion, Weight: 100 - s.Weight}, {Version: w.Status.CanaryVersion, Weight: s.Weight}}
 }
 
-// pause is how long step holds once applied and healthy.
-func pause(w *scribev1.Workload, step int32) time.Duration {
+// pause is how long step holds once applied and healthy; indefinite
+// says it holds until promoted (`pause: {}`). A step whose pause a
+// promote request lifted (status.promotedStep) does not hold.
+func pause(w *scribev1.Workload, step int32) (d time.Duration, indefinite bool) {
 	s := steps(w)
-	if step < 0 || int(step) >= len(s) || s[step].Pause == nil {
-		return 0
+	if step < 0 || int(step) >= len(s) || s[step].Pause == nil || pauseLifted(w, step) {
+		return 0, false
 	}
-	return s[step].Pause.Duration
+	if s[step].Pause.Duration == nil {
+		return 0, true
+	}
+	return s[step].Pause.Duration.Duration, false
+}
+
+// pauseLifted says a promote request lifted step's pause.
+func pauseLifted(w *scribev1.Workload, step int32) bool {
+	return w.Status.PromotedStep != nil && *w.Status.PromotedStep == step
 }
 
 // gracePeriod is how long a drained version stays deployed.

@@ -104,7 +104,7 @@ func syncOwner(kind string) handler.MapFunc {
 
 // Reconcile moves one Workload one step closer to its desired state.
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, reconcile: r.reconcile}.
+	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, reconcile: r.reconcile, suspended: func(o *scribev1.Workload) bool { return o.Spec.Suspend }}.
 		run(ctx, r.Publisher.Client, req, &scribev1.Workload{})
 }
 
@@ -147,7 +147,7 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 // Promotion evidence goes into its commits and pull requests only when
 // trusted (DecidePipelineGate).
 func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher, t *Target, trusted bool) (ctrl.Result, error) {
-	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(),
+	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(), Requests: RequestsOf(w.Annotations),
 		FirstIntent: len(w.Status.Traffic) == 0 && w.Status.StableVersion == "" && w.Status.Revision == ""}
 	if r.watched[t.Applier.Kind()] {
 		obs.WatchedPoll = r.WatchedPoll

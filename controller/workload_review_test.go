@@ -92,7 +92,7 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 			f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
 			v1PR := got.Status.PullRequest.Number
 			f.addVersion(t, "v2", func(w *scribev1.Workload) {
-				w.Spec.Rollout.Steps[0].Pause = &metav1.Duration{Duration: time.Hour}
+				w.Spec.Rollout.Steps[0].Pause = scribev1.PauseFor(time.Hour)
 				w.Spec.Rollout.Analysis = &scribev1.Analysis{
 					Interval: &metav1.Duration{Duration: 200 * time.Millisecond}, Threshold: 2,
 					Checks: []scribev1.Check{{Name: "restarts", Type: "restarts", Max: "1"}},

@@ -23,6 +23,12 @@ type ExperimentSpec struct {
 	// +optional
 	RepositoryRef *LocalObjectReference `json:"repositoryRef,omitempty"`
 
+	// Suspend stops the controller reconciling this Experiment until it is
+	// false again (`scribe suspend`, `scribe resume`, as `flux
+	// suspend`). A deletion is still carried out.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
 	// Targets are the clusters of the experiment and what runs on each.
 	//
 	// At most 32 targets, and at most 256 components across all of them
@@ -489,6 +495,7 @@ type StageStatus struct {
 // +kubebuilder:printcolumn:name="Stage",type=integer,JSONPath=`.status.stage`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Experiment struct {

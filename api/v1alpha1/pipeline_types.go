@@ -23,6 +23,12 @@ type PipelineSpec struct {
 	// +required
 	Template WorkloadSpec `json:"template"`
 
+	// Suspend stops the controller reconciling this Pipeline until it is
+	// false again (`scribe suspend`, `scribe resume`, as `flux
+	// suspend`). A deletion is still carried out.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
 	// Stages in promotion order, for example dev, staging and prod.
 	// Removing a stage deletes its Workload, and with it what Scribe
 	// committed for it.
@@ -181,6 +187,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Stages",type=string,JSONPath=`.status.summary`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Pipeline struct {

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -63,6 +65,19 @@ type WorkloadSpec struct {
 	// Decommission says when a drained version is removed.
 	// +optional
 	Decommission *Decommission `json:"decommission,omitempty"`
+
+	// Suspend stops the controller reconciling this Workload: nothing is
+	// rendered, committed or read back and a rollout holds where it is,
+	// until it is false again (`scribe suspend`, `scribe resume`, as
+	// `flux suspend`). A deletion is still carried out.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Paused holds a rollout at its current step: it neither advances nor
+	// promotes, while its analysis goes on and can still roll it back
+	// (`scribe pause`, `scribe resume`, as Argo Rollouts' spec.paused).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Version is one release of the service.
@@ -401,11 +416,25 @@ type RolloutStep struct {
 	// +kubebuilder:validation:Maximum=100
 	// +required
 	Weight int32 `json:"weight"`
-	// Pause holds the step this long after it is applied and healthy.
+	// Pause holds the step once it is applied and healthy: for
+	// pause.duration, or with `pause: {}` until it is promoted (`scribe
+	// promote`, the annotation scribe.dev/promote).
+	// +optional
+	Pause *RolloutPause `json:"pause,omitempty"`
+}
+
+// PauseFor is a pause of d.
+func PauseFor(d time.Duration) *RolloutPause {
+	return &RolloutPause{Duration: &metav1.Duration{Duration: d}}
+}
+
+// RolloutPause holds a step once it is applied and healthy.
+type RolloutPause struct {
+	// Duration of the hold; without it the step is held until promoted.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
 	// +optional
-	Pause *metav1.Duration `json:"pause,omitempty"`
+	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
 // Analysis checks a new version.
@@ -692,7 +721,103 @@ type WorkloadStatus struct {
 	// the rendered output spec.decommission.gracePeriod later.
 	// +optional
 	DrainStartedAt *metav1.Time `json:"drainStartedAt,omitempty"`
+
+	// RolloutStartedAt is when the rollout of canaryVersion started.
+	// +optional
+	RolloutStartedAt *metav1.Time `json:"rolloutStartedAt,omitempty"`
+
+	// PromotedStep is the step whose pause a promote request lifted.
+	// +optional
+	PromotedStep *int32 `json:"promotedStep,omitempty"`
+
+	// Requests are the values of the manual request annotations
+	// (scribe.dev/promote, promote-full, abort, retry) last handled: a
+	// request is carried out once, when its annotation's value changes.
+	// +optional
+	Requests *HandledRequests `json:"requests,omitempty"`
+
+	// History is the outcome of the last rollouts, newest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	History []RolloutRecord `json:"history,omitempty"`
 }
+
+// HandledRequests are the values of the manual request annotations last
+// handled.
+type HandledRequests struct {
+	// +optional
+	Promote string `json:"promote,omitempty"`
+	// +optional
+	PromoteFull string `json:"promoteFull,omitempty"`
+	// +optional
+	Abort string `json:"abort,omitempty"`
+	// +optional
+	Retry string `json:"retry,omitempty"`
+}
+
+// RolloutOutcome is how a rollout ended.
+// +kubebuilder:validation:Enum=Promoted;RolledBack;Aborted;Superseded
+type RolloutOutcome string
+
+// Rollout outcomes.
+const (
+	// OutcomePromoted: the version became the stable one.
+	OutcomePromoted RolloutOutcome = "Promoted"
+	// OutcomeRolledBack: a failed step or analysis sent the traffic back.
+	OutcomeRolledBack RolloutOutcome = "RolledBack"
+	// OutcomeAborted: someone aborted it (`scribe abort`).
+	OutcomeAborted RolloutOutcome = "Aborted"
+	// OutcomeSuperseded: a newer version started rolling out first.
+	OutcomeSuperseded RolloutOutcome = "Superseded"
+)
+
+// RolloutRecord is one past rollout of a Workload.
+type RolloutRecord struct {
+	// Version rolled out.
+	Version string `json:"version"`
+	// Outcome of the rollout.
+	Outcome RolloutOutcome `json:"outcome"`
+	// StartedAt is when the rollout started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when its outcome was decided.
+	FinishedAt metav1.Time `json:"finishedAt"`
+	// Step is the step it reached (0-based; -1 for none).
+	Step int32 `json:"step"`
+	// Revision is the last commit of the rollout applied before the
+	// outcome (the outcome's own commit follows it on the branch).
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// PullRequest is the rollout's last pull request, if any.
+	// +optional
+	PullRequest int `json:"pullRequest,omitempty"`
+	// Message says why: a rollback's reason, who aborted and why.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Manual request annotations on a Workload: each is carried out once
+// when its value changes (the CLI writes the time of the request), as
+// Flux's reconcile.fluxcd.io/requestedAt is.
+const (
+	// PromoteAnnotation lifts the pause of the current step.
+	PromoteAnnotation = "scribe.dev/promote"
+	// PromoteFullAnnotation promotes the rollout now, past its remaining
+	// steps, pauses and analysis.
+	PromoteFullAnnotation = "scribe.dev/promote-full"
+	// AbortAnnotation rolls the rollout back now.
+	AbortAnnotation = "scribe.dev/abort"
+	// RetryAnnotation starts a rolled-back (aborted or failed) version's
+	// rollout again from its first step.
+	RetryAnnotation = "scribe.dev/retry"
+	// RequestedByAnnotation names who made the request, as their client
+	// reported it (the CLI asks the API server: SelfSubjectReview).
+	RequestedByAnnotation = "scribe.dev/requested-by"
+	// RequestReasonAnnotation says why.
+	RequestReasonAnnotation = "scribe.dev/request-reason"
+)
 
 // CheckResult is the outcome of one analysis check.
 type CheckResult struct {
@@ -722,6 +847,7 @@ type CheckResult struct {
 // comment so that they stay out of the CUE schemas (and the templates' version).
 // +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.step`,description="Index of the committed step in spec.rollout.steps: empty for the first (0), -1 when no rollout is in progress"
 // +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.status.traffic[1].weight`,description="The canary's share of traffic, in percent (status.traffic lists the stable version first)"
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 
 // Workload is a versioned service with autoscaling and canary rollouts.
 // Scribe renders it to Git and moves traffic only on health read back.

@@ -22,8 +22,8 @@ func canaryWorkload() *scribev1.Workload {
 		Spec: scribev1.WorkloadSpec{
 			Versions: []scribev1.Version{{Name: "v1"}, {Name: "v2"}},
 			Rollout: &scribev1.Rollout{Steps: []scribev1.RolloutStep{
-				{Weight: 10, Pause: &metav1.Duration{Duration: time.Minute}},
-				{Weight: 50, Pause: &metav1.Duration{Duration: 5 * time.Minute}},
+				{Weight: 10, Pause: scribev1.PauseFor(time.Minute)},
+				{Weight: 50, Pause: scribev1.PauseFor(5 * time.Minute)},
 				{Weight: 100},
 			}},
 		},

@@ -242,8 +242,12 @@ func stepOf(w *scribev1.Workload) string {
 		return fmt.Sprintf("%d (outside the %d steps of spec.rollout)", st.Step, len(steps))
 	}
 	s := fmt.Sprintf("%d of %d (weight %d", st.Step+1, len(steps), steps[st.Step].Weight)
-	if p := steps[st.Step].Pause; p != nil {
-		s += ", pause " + p.Duration.String()
+	switch p := steps[st.Step].Pause; {
+	case p == nil:
+	case p.Duration == nil:
+		s += ", held until promoted"
+	default:
+		s += ", pause " + p.Duration.Duration.String()
 	}
 	s += ")"
 	if st.StepHealthyAt != nil {

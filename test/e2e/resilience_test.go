@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
@@ -48,7 +47,7 @@ func testKilledMidCanary(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "killed"
 	s := newNodeLoop(t, applier, ns)
 	w := canaryWorkload(ns)
-	w.Spec.Rollout.Steps[0].Pause = &metav1.Duration{Duration: 15 * time.Second}
+	w.Spec.Rollout.Steps[0].Pause = scribev1.PauseFor(15 * time.Second)
 	get := createHealthy(t, s, w)
 	updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
 	poll(t, 3*time.Minute, "step 1 holding", func() (bool, string) {

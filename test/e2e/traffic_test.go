@@ -49,7 +49,7 @@ const errorRatio = `(sum(rate(demo_app_http_errors_total{namespace="{{namespace}
 // runs once a step is applied, and the first round of a step may find no
 // sample yet (inconclusive).
 func trafficWorkload(s *Stack, ns string) *scribev1.Workload {
-	hold := &metav1.Duration{Duration: 12 * time.Second}
+	hold := scribev1.PauseFor(12 * time.Second)
 	w := canaryWorkload(ns)
 	w.Spec.Rollout.Steps = []scribev1.RolloutStep{{Weight: 10, Pause: hold}, {Weight: 50, Pause: hold}, {Weight: 100}}
 	w.Spec.Rollout.Analysis = &scribev1.Analysis{

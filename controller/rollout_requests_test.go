@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+)
+
+func indefinitePause(step int) func(*scribev1.WorkloadSpec) {
+	return func(s *scribev1.WorkloadSpec) { s.Rollout.Steps[step].Pause = &scribev1.RolloutPause{} }
+}
+
+func paused(s *scribev1.WorkloadSpec) { s.Paused = true }
+
+func handled(promote, full, abort, retry string) func(*scribev1.WorkloadStatus) {
+	return func(st *scribev1.WorkloadStatus) {
+		st.Requests = &scribev1.HandledRequests{Promote: promote, PromoteFull: full, Abort: abort, Retry: retry}
+	}
+}
+
+func startedAt(d time.Duration) func(*scribev1.WorkloadStatus) {
+	return func(st *scribev1.WorkloadStatus) { st.RolloutStartedAt = at(d) }
+}
+
+func promotedStep(n int32) func(*scribev1.WorkloadStatus) {
+	return func(st *scribev1.WorkloadStatus) { st.PromotedStep = &n }
+}
+
+const alice = "alice@example.com"
+
+// The manual requests (annotations written by scribe promote, abort and
+// retry) and the gates (pause: {}, spec.paused) as DecideRollout decides
+// them: each request is carried out once, and is recorded as handled
+// whether or not there was anything to act on.
+func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
+	type fields = map[string]string
+	for _, tc := range []struct {
+		name    string
+		spec    *scribev1.WorkloadSpec
+		status  scribev1.WorkloadStatus
+		obs     RolloutObservations
+		kind    RolloutActionKind
+		requeue time.Duration
+		fields  fields
+		marks   []string
+		events  []string
+	}{
+		{name: "a step with pause: {} is held until promoted, and says so once",
+			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50"),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutWait, fields: fields{"step": "1", "healthyAt": "t0"},
+			marks: []string{"Reconciling=True/AwaitingPromotion"},
+			events: []string{"StepHealthy: v1=50%,v2=50% applied and healthy at c2",
+				"AwaitingPromotion: step 2 of 3 of v2 (v1=50%,v2=50%) is held until promoted"}},
+		{name: "held until promoted: an hour later it is still held, without a new event",
+			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50", healthySince(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutWait, fields: fields{"step": "1"},
+			marks: []string{"Reconciling=True/AwaitingPromotion"}},
+		{name: "promote lifts the held step's pause: the next step is committed",
+			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50", healthySince(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r1", By: alice}},
+			kind: RolloutAdvance, requeue: time.Millisecond,
+			fields: fields{"step": "2", "traffic": "v1=0%,v2=100%", "requests": "promote=r1 full= abort= retry=", "promotedStep": "1"},
+			events: []string{"PromoteRequested: the pause of step 2 of v2 lifted by alice@example.com", "StepAdvanced: step 3 of 3: v1=0%,v2=100%"}},
+		{name: "promote before the step is healthy: the pause is lifted, the step still waits for health",
+			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50"),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: notApplied, Requests: ManualRequests{Promote: "r1"}},
+			kind: RolloutWait, requeue: poll, fields: fields{"step": "1", "promotedStep": "1"},
+			marks:  []string{"Reconciling=True/ApplyPending", "Ready=False/ApplyPending"},
+			events: []string{"PromoteRequested: the pause of step 2 of v2 lifted by an unnamed user"}},
+		{name: "a promote already handled is not carried out again",
+			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50", healthySince(-time.Hour), handled("r1", "", "", "")),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r1"}},
+			kind: RolloutWait, fields: fields{"step": "1", "promotedStep": ""},
+			marks: []string{"Reconciling=True/AwaitingPromotion"}},
+		{name: "a timed pause is cut short by promote",
+			spec: web("v1,v2"), status: canaryAt(0, "v1=90,v2=10", healthySince(-time.Second)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r2", By: alice}},
+			kind: RolloutAdvance, requeue: time.Millisecond, fields: fields{"step": "1", "traffic": "v1=50%,v2=50%"},
+			events: []string{"PromoteRequested: the pause of step 1 of v2 lifted by alice@example.com", "StepAdvanced: step 2 of 3: v1=50%,v2=50%"}},
+		{name: "promote with no rollout in progress is recorded and ignored",
+			spec: web("v1"), status: stableAt("v1"),
+			obs:  RolloutObservations{Rendered: rendered("d1"), Health: healthy, Requests: ManualRequests{Promote: "r3"}},
+			kind: RolloutSettled, fields: fields{"requests": "promote=r3 full= abort= retry=", "promotedStep": ""},
+			marks:  []string{"Ready=True/Succeeded", "-Reconciling", "-Stalled"},
+			events: []string{"Warning PromoteIgnored: promotion requested by an unnamed user: no rollout in progress"}},
+		{name: "promote --full promotes now, past the remaining steps and the analysis; who is in the commit's evidence",
+			spec: web("v1,v2", analysed(3)), status: canaryAt(0, "v1=90,v2=10", startedAt(-time.Hour)),
+			obs:  RolloutObservations{Requests: ManualRequests{PromoteFull: "f1", By: alice, Reason: "hotfix"}},
+			kind: RolloutPromote, requeue: time.Millisecond,
+			fields: fields{"stable": "v2", "canary": "", "traffic": "v2=100%", "revision": "", "phase": "Progressing",
+				"history":  "v2 Promoted at step 1 (c2, started t0-1h0m0s) ",
+				"evidence": "Promoted in full at step 1 of 3 by alice@example.com: hotfix, past the remaining steps, pauses and analysis.\n\nStep 1 (v1=90%,v2=10%) was applied at c2."},
+			events: []string{"Promoted: v2 is stable"}},
+		{name: "abort rolls back now; who and why are in the message the commit carries, and in history",
+			spec: web("v1,v2"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
+			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a1", By: alice, Reason: "latency\nregression"}},
+			kind: RolloutRollBack, requeue: time.Millisecond,
+			fields: fields{"phase": "RolledBack", "canary": "", "rolledBack": "v2", "traffic": "v1=100%", "revision": "",
+				"message":  "rollback of v2: aborted by alice@example.com: latency regression",
+				"history":  "v2 Aborted at step 2 (c2, started t0-1h0m0s) aborted by alice@example.com: latency regression",
+				"requests": "promote= full= abort=a1 retry="},
+			marks: []string{"Ready=False/RolledBack"},
+			events: []string{"Warning Aborted: rollout of v2 aborted at step 2 by alice@example.com: latency regression",
+				"Warning RolledBack: rollback of v2: aborted by alice@example.com: latency regression"}},
+		{name: "abort with no rollout in progress is recorded and ignored",
+			spec: web("v1"), status: stableAt("v1"),
+			obs:  RolloutObservations{Rendered: rendered("d1"), Health: healthy, Requests: ManualRequests{Abort: "a2"}},
+			kind: RolloutSettled, fields: fields{"requests": "promote= full= abort=a2 retry=", "history": ""},
+			marks:  []string{"Ready=True/Succeeded", "-Reconciling", "-Stalled"},
+			events: []string{"Warning AbortIgnored: abort requested by an unnamed user: no rollout in progress"}},
+		{name: "retry starts the rolled-back version again from its warm-up",
+			spec: web("v1,v2"), status: rolledBack(-time.Minute),
+			obs:  RolloutObservations{Requests: ManualRequests{Retry: "t1", By: alice}},
+			kind: RolloutRender, fields: fields{"phase": "Progressing", "canary": "v2", "rolledBack": "", "step": "0", "traffic": "v1=100%,v2=0%", "message": "", "started": "t0"},
+			events: []string{"RetryRequested: retrying the rollout of v2, requested by alice@example.com",
+				"RolloutStarted: rolling out v2: at weight 0 until available, then step 1 of 3, weight 10"}},
+		{name: "retry with nothing rolled back is recorded and ignored",
+			spec: web("v1"), status: stableAt("v1"),
+			obs:  RolloutObservations{Rendered: rendered("d1"), Health: healthy, Requests: ManualRequests{Retry: "t2"}},
+			kind: RolloutSettled, fields: fields{"requests": "promote= full= abort= retry=t2"},
+			marks:  []string{"Ready=True/Succeeded", "-Reconciling", "-Stalled"},
+			events: []string{"Warning RetryIgnored: retry requested by an unnamed user: no rolled-back rollout to retry"}},
+		{name: "spec.paused holds a healthy step past its pause",
+			spec: web("v1,v2", paused), status: canaryAt(0, "v1=90,v2=10", healthySince(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutWait, fields: fields{"step": "0"},
+			marks: []string{"Reconciling=True/Paused"}},
+		{name: "spec.paused holds the warm-up at weight 0",
+			spec: web("v1,v2", paused), status: canaryAt(0, "v1=100,v2=0"),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutWait, fields: fields{"traffic": "v1=100%,v2=0%"},
+			marks: []string{"Reconciling=True/Paused"}},
+		{name: "spec.paused does not stop the analysis: a failed round still rolls back",
+			spec: web("v1,v2", paused, analysed(1)), status: canaryAt(0, "v1=90,v2=10", healthySince(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Analysis: true, Health: healthy, Checks: checks(false)},
+			kind: RolloutRollBack, requeue: time.Millisecond, fields: fields{"rolledBack": "v2", "history": "v2 RolledBack at step 1 (c2, started ) 1 failed analysis rounds of v2 at step 1: restarts: 7 restarts"},
+			marks:  []string{"Ready=False/RolledBack"},
+			events: []string{"Warning CheckFailed: round 1 of 1 failed: restarts: 7 restarts", "Warning RolledBack: rollback of v2: 1 failed analysis rounds of v2 at step 1: restarts: 7 restarts"}},
+		{name: "a new version supersedes the one rolling out: history says so",
+			spec: web("v1,v2,v3"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
+			kind: RolloutRender, fields: fields{"canary": "v3", "started": "t0", "history": "v2 Superseded at step 2 (c2, started t0-1h0m0s) v3 started rolling out"},
+			events: []string{"RolloutStarted: rolling out v3: at weight 0 until available, then step 1 of 3, weight 10"}},
+		{name: "the last step held: the promotion is recorded in history",
+			spec: web("v1,v2"), status: canaryAt(2, "v1=0,v2=100", healthySince(-time.Minute), startedAt(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
+			kind: RolloutPromote, requeue: time.Millisecond, fields: fields{"stable": "v2", "history": "v2 Promoted at step 3 (c2, started t0-1h0m0s) "},
+			events: []string{"Promoted: v2 is stable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.obs.Poll == 0 {
+				tc.obs.Poll = poll
+			}
+			st, act := DecideRollout(tc.spec, tc.status, tc.obs, t0)
+			if act.Kind != tc.kind {
+				t.Fatalf("action %s, want %s (marks %v, events %v)", act.Kind, tc.kind, short(act.Marks), eventList(act.Events))
+			}
+			if act.Requeue != tc.requeue {
+				t.Errorf("requeue %s, want %s", act.Requeue, tc.requeue)
+			}
+			checkOutcome(t, view(st), tc.fields, act.Marks, tc.marks, act.Events, tc.events)
+		})
+	}
+}
+
+// The history keeps the last ten rollouts, newest first.
+func TestRolloutHistoryKeepsTheLastTen(t *testing.T) {
+	st := canaryAt(1, "v1=50,v2=50")
+	for i := range 12 {
+		st.History = append(st.History, scribev1.RolloutRecord{Version: "old", Outcome: scribev1.OutcomePromoted, Step: int32(i)})
+	}
+	got, _ := DecideRollout(web("v1,v2"), st, RolloutObservations{Poll: poll, Requests: ManualRequests{Abort: "a"}}, t0)
+	if len(got.History) != maxHistory || got.History[0].Outcome != scribev1.OutcomeAborted || got.History[1].Step != 0 {
+		t.Fatalf("history: %d entries, first %+v", len(got.History), got.History[0])
+	}
+}
