@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
