@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -28,9 +27,7 @@ import (
 
 // getFlags are the flags of scribe get.
 type getFlags struct {
-	kubeconfig    string
-	context       string
-	namespace     string
+	kube          kubeFlags
 	allNamespaces bool
 	watch         bool
 }
@@ -85,9 +82,7 @@ scribe get wl checkout --watch.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
-	fl.StringVar(&f.context, "context", "", "kubeconfig context (default the current context)")
-	fl.StringVarP(&f.namespace, "namespace", "n", "", "namespace (default the context's, else default)")
+	f.kube.add(fl)
 	fl.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "every namespace (without NAME)")
 	fl.BoolVarP(&f.watch, "watch", "w", false, "redraw on every change until Ctrl-C")
 	return cmd
@@ -105,18 +100,9 @@ func runGet(cmd *cobra.Command, f *getFlags, args []string) error {
 	if name != "" && f.allNamespaces {
 		return errors.New("-A shows every object of a kind; it takes no NAME")
 	}
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = f.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: f.context})
-	cfg, err := cc.ClientConfig()
+	cfg, ns, err := f.kube.config()
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	ns := f.namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return fmt.Errorf("kubeconfig: namespace: %w", err)
-		}
+		return err
 	}
 	if f.allNamespaces {
 		ns = ""

@@ -85,6 +85,19 @@ func TestGetRendersTheGoldenTrees(t *testing.T) {
 			w.Status.Conditions[0].Message = "waiting for pull request #42 to be merged"
 			return renderWorkload(w, nil)
 		},
+		"workload-held-paused-with-history": func() string {
+			w := canaryWorkload()
+			w.Spec.Paused = true
+			w.Spec.Rollout.Steps[1].Pause = &scribev1.RolloutPause{}
+			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: scribev1.ReconcilingCondition, Status: metav1.ConditionTrue,
+				Reason: "AwaitingPromotion", Message: "step 2 of 3 of v2 healthy; held until promoted"})
+			started := metav1.NewTime(getTime.Add(-time.Hour))
+			w.Status.History = []scribev1.RolloutRecord{
+				{Version: "v1.9", Outcome: scribev1.OutcomeAborted, StartedAt: &started, FinishedAt: getTime, Step: 1, Revision: "3333333", PullRequest: 7, Message: "aborted by alice: p99 latency doubled"},
+				{Version: "v1", Outcome: scribev1.OutcomePromoted, FinishedAt: started, Step: 2},
+			}
+			return renderWorkload(w, applied)
+		},
 		"pipeline": func() string {
 			return renderPipeline(&scribev1.Pipeline{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -140,6 +141,13 @@ func renderWorkload(w *scribev1.Workload, applied *appliedRevision) string {
 	if st.Message != "" {
 		t.field("Message", clean(st.Message))
 	}
+	suspended(&t, w.Spec.Suspend)
+	if w.Spec.Paused {
+		t.field("Paused", "spec.paused holds the rollout at its step (scribe resume)")
+	}
+	if c := findCondition(st.Conditions, scribev1.ReconcilingCondition); c != nil && c.Reason == controller.ReasonAwaitingPromotion {
+		t.field("Gate", "held until promoted (scribe promote)")
+	}
 	strategy := scribev1.StrategyCanary
 	promotion := scribev1.PromotionAuto
 	if ro := w.Spec.Rollout; ro != nil {
@@ -224,7 +232,30 @@ func renderWorkload(w *scribev1.Workload, applied *appliedRevision) string {
 	}
 	t.field("Revision", revisionOf(st.Revision))
 	t.field("Applied", appliedOf(applied))
+	if len(st.History) > 0 {
+		t.line("History:")
+		for i, h := range st.History {
+			s := fmt.Sprintf("%s  %s at step %d  %s", clean(h.Version), clean(string(h.Outcome)), h.Step+1, h.FinishedAt.UTC().Format("2006-01-02T15:04:05Z"))
+			if h.StartedAt != nil {
+				s += fmt.Sprintf(" (%s)", h.FinishedAt.Sub(h.StartedAt.Time).Round(time.Second))
+			}
+			if h.PullRequest != 0 {
+				s += fmt.Sprintf("  #%d", h.PullRequest)
+			}
+			p := t.branch("", i, len(st.History), s)
+			if h.Message != "" {
+				t.line(p + clean(h.Message))
+			}
+		}
+	}
 	return t.String()
+}
+
+// suspended shows spec.suspend when it is set.
+func suspended(t *treeWriter, suspend bool) {
+	if suspend {
+		t.field("Suspended", "spec.suspend: nothing is reconciled (scribe resume)")
+	}
 }
 
 // stepOf is `k of n` with the canary's weight, the warm-up at weight 0,
@@ -287,6 +318,7 @@ func renderPipeline(p *scribev1.Pipeline) string {
 	st := &p.Status
 	t.field("Pipeline", clean(p.Namespace+"/"+p.Name))
 	t.field("Ready", readyOf(st.Conditions))
+	suspended(&t, p.Spec.Suspend)
 	t.field("Version", orNone(st.Version))
 	t.field("Summary", orNone(st.Summary))
 	t.line("Stages:")
@@ -331,6 +363,7 @@ func renderExperiment(e *scribev1.Experiment, applied *appliedRevision) string {
 	t.field("Experiment", clean(e.Namespace+"/"+e.Name))
 	t.field("Phase", orNone(string(st.Phase)))
 	t.field("Ready", readyOf(st.Conditions))
+	suspended(&t, e.Spec.Suspend)
 	t.field("Stage", fmt.Sprintf("%d of %d%s", st.Stage, scribev1.StageWorkflow, stageName(st.Stage)))
 	if st.PullRequest != nil {
 		t.field("Pull request", pullRequestOf(st.PullRequest))

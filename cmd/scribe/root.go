@@ -103,6 +103,7 @@ once.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newControlCmds()...)
 	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newGetCmd(), newVersionCmd(), newCatalogCheckCmd())
 	return root
 }

@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+)
+
+// TestLoopOperateARolloutWithTheCLI operates a canary by hand with the
+// real `scribe` command, as a person would, on the real node through the
+// real applier: a step with `pause: {}` is held until `scribe promote`,
+// `scribe abort` commits a rollback that says who and why, and `scribe
+// retry` starts the version again; `scribe get --watch` follows it all
+// from a watch.
+func TestLoopOperateARolloutWithTheCLI(t *testing.T) {
+	t.Parallel()
+	appliers(t, func(t *testing.T, applier scribev1.ApplierKind) {
+		ns := "operate"
+		s := newNodeLoop(t, applier, ns)
+		ctx := context.Background()
+		cli := scribeCLI(t)
+		scribe := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command(cli, append(args, "--kubeconfig", s.Kubeconfig, "-n", ns)...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("scribe %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		w := canaryWorkload(ns)
+		w.Spec.Rollout.Steps[0].Pause = &scribev1.RolloutPause{} // 10 %, held until promoted
+		get := createHealthy(t, s, w)
+		watched := watchCLI(t, cli, "get", "workload", "web", "--watch", "--kubeconfig", s.Kubeconfig, "-n", ns)
+
+		held := func(step string) func() (bool, string) {
+			return func() (bool, string) {
+				got := get()
+				r := routeWeights(ctx, s, ns, "web")
+				return r == step && reason(got, scribev1.ReconcilingCondition) == "AwaitingPromotion", "route " + r + "; " + describe(got)
+			}
+		}
+		updateWorkload(t, s, ns, func(w *scribev1.Workload) { w.Spec.Versions = append(w.Spec.Versions, webV2()) })
+		poll(t, 3*time.Minute, "step 1 applied and held until promoted", held("web-v1=90,web-v2=10"))
+		// Held, not timed: the loop polls health every second, so five
+		// seconds are five chances to move on, and none is taken.
+		time.Sleep(5 * time.Second)
+		if ok, why := held("web-v1=90,web-v2=10")(); !ok {
+			t.Fatalf("the held step moved without a promotion: %s", why)
+		}
+
+		scribe("promote", "workload", "web")
+		poll(t, 3*time.Minute, "step 2 applied after scribe promote", func() (bool, string) {
+			r := routeWeights(ctx, s, ns, "web")
+			return r == "web-v1=50,web-v2=50", "route " + r + "; " + describe(get())
+		})
+
+		scribe("abort", "workload", "web", "--reason", "p99 latency doubled")
+		poll(t, 3*time.Minute, "the abort committed and applied", func() (bool, string) {
+			got := get()
+			if got.Status.Phase != scribev1.WorkloadRolledBack || got.Status.Revision == "" {
+				return false, describe(got)
+			}
+			applied, err := s.AppliedRevision(ctx, "workload", ns, "web")
+			if err != nil {
+				return false, err.Error()
+			}
+			r := routeWeights(ctx, s, ns, "web")
+			return applied == got.Status.Revision && r == "web-v1=100,web-v2=0", "applied " + applied + ", route " + r + "; " + describe(got)
+		})
+		got := get()
+		if h := got.Status.History; len(h) == 0 || h[0].Outcome != scribev1.OutcomeAborted || h[0].Version != "v2" || !strings.Contains(h[0].Message, "p99 latency doubled") {
+			t.Errorf("status.history does not record the abort: %+v", h)
+		}
+		msg := commitMessage(t, s, got.Status.Revision)
+		if !strings.Contains(msg, "aborted by ") || !strings.Contains(msg, "p99 latency doubled") {
+			t.Errorf("the rollback's commit message does not say who aborted and why:\n%s", msg)
+		}
+
+		scribe("retry", "workload", "web")
+		poll(t, 3*time.Minute, "v2 rolled out again after scribe retry, held at step 1", held("web-v1=90,web-v2=10"))
+
+		out := watched()
+		for _, want := range []string{"held until promoted", "RolledBack"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("scribe get --watch never showed %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+// reason is the reason of w's condition typ, or "".
+func reason(w *scribev1.Workload, typ string) string {
+	for _, c := range w.Status.Conditions {
+		if c.Type == typ {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// commitMessage is the message of commit rev in the loop's repository.
+func commitMessage(t *testing.T, s *Stack, rev string) string {
+	t.Helper()
+	work := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
+	return publishtest.Git(t, work, "log", "-1", "--format=%B", rev)
+}
+
+// scribeCLI builds the scribe command from this checkout, as a user
+// installs it (go build; named as kubectl's plugin, the same binary).
+func scribeCLI(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubectl-scribe")
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/scribe")
+	cmd.Dir = repoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the scribe command: %v\n%s", err, out)
+	}
+	return path
+}
+
+// watchCLI starts the scribe command (a --watch) and returns a function
+// that stops it and returns what it printed.
+func watchCLI(t *testing.T, path string, args ...string) func() string {
+	t.Helper()
+	var out syncBuffer
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() string {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		return out.String()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// syncBuffer is a bytes.Buffer written by a child process's output
+// copiers and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
