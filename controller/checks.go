@@ -54,6 +54,13 @@ func (c *Checker) RunRound(ctx context.Context, w *scribev1.Workload, version st
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var out []scribev1.CheckResult
+	var rollback *WebhookRound
+	if hooks, _ := webhooksOf(w, scribev1.WebhookRollback); len(hooks) > 0 {
+		rollback = c.CallWebhooks(ctx, w, scribev1.WebhookRollback)
+	}
+	if w.Spec.Rollout.Analysis == nil {
+		return &AnalysisRound{Rollback: rollback}
+	}
 	for i, ch := range w.Spec.Rollout.Analysis.Checks {
 		res := scribev1.CheckResult{Name: ch.Name, Provider: ch.Type}
 		var err error
@@ -79,7 +86,7 @@ func (c *Checker) RunRound(ctx context.Context, w *scribev1.Workload, version st
 		out = append(out, res)
 	}
 	templated, limits := c.runTemplates(ctx, w, version)
-	return &AnalysisRound{Results: append(out, templated...), Threshold: limits.threshold, InconclusiveLimit: limits.inconclusive}
+	return &AnalysisRound{Results: append(out, templated...), Threshold: limits.threshold, InconclusiveLimit: limits.inconclusive, Rollback: rollback}
 }
 
 // probe is one query to a provider: the check, where it is written (its

@@ -185,12 +185,17 @@ func (c *Checker) endpoint(ctx context.Context, w *scribev1.Workload, p probe, t
 
 // do sends req and returns the body of a 2xx answer.
 func (e *endpoint) do(ctx context.Context, req *http.Request) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	return e.doWithin(ctx, req, queryTimeout)
+}
+
+// doWithin is do with its own timeout.
+func (e *endpoint) doWithin(ctx context.Context, req *http.Request, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := e.client.Do(req.WithContext(ctx))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no answer within %s, or the round's time is up", queryTimeout)
+			return nil, fmt.Errorf("no answer within %s, or the round's time is up", timeout)
 		}
 		return nil, errors.New(remoteText(redactURLError(err)))
 	}

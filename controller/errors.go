@@ -33,6 +33,9 @@ const (
 	// ReasonAwaitingPromotion: a step with `pause: {}` is held until
 	// promoted.
 	ReasonAwaitingPromotion = "AwaitingPromotion"
+	// ReasonAwaitingConfirmation: a step waits for its
+	// confirm-promotion webhooks.
+	ReasonAwaitingConfirmation = "AwaitingConfirmation"
 	// ReasonPaused: spec.paused holds the rollout at its step.
 	ReasonPaused = "Paused"
 	// ReasonSuspended: spec.suspend stops the reconciliation.

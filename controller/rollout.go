@@ -46,6 +46,9 @@ const (
 	// RolloutAnalyse runs the analysis checks against the canary; the
 	// results go into RolloutObservations.Checks.
 	RolloutAnalyse RolloutActionKind = "Analyse"
+	// RolloutCallWebhooks asks the webhooks of RolloutAction.Webhook; the
+	// answers go into RolloutObservations.Webhooks.
+	RolloutCallWebhooks RolloutActionKind = "CallWebhooks"
 
 	// RolloutWait: nothing to do until Requeue or a watch event.
 	RolloutWait RolloutActionKind = "Wait"
@@ -81,6 +84,8 @@ type RolloutAction struct {
 	Events []Event
 	// Why the canary was rolled back (RolloutRollBack).
 	Why string
+	// Webhook is the gate whose webhooks to ask (RolloutCallWebhooks).
+	Webhook scribev1.WebhookType
 }
 
 // RolloutObservations is what the reconciler knows when it asks for a
@@ -127,6 +132,8 @@ type RolloutObservations struct {
 	Health *Health
 	// Checks are the results of the analysis round just run (RolloutAnalyse).
 	Checks *AnalysisRound
+	// Webhooks are the answers of a gate's webhooks (RolloutCallWebhooks).
+	Webhooks *WebhookRound
 }
 
 // Rendered is what the render of an intent produced.
@@ -174,6 +181,8 @@ type AnalysisRound struct {
 	// than the Workload's, from its templates' failureLimit and
 	// inconclusiveLimit.
 	Threshold, InconclusiveLimit int32
+	// Rollback are the rollback webhooks asked in the round.
+	Rollback *WebhookRound
 }
 
 // DecideRollout is the rollout state machine: from the Workload's spec
@@ -389,6 +398,9 @@ func (d *rollout) judge() *RolloutAction {
 		if w.Spec.Paused {
 			return d.paused()
 		}
+		if a := d.preRollout(); a != nil {
+			return a
+		}
 		// The canary is available at weight 0: the first step sends it traffic.
 		rev := st.Revision
 		setTraffic(st, stepTraffic(w, 0))
@@ -428,6 +440,11 @@ func (d *rollout) judge() *RolloutAction {
 		return &RolloutAction{Kind: RolloutWait, Requeue: minDuration(wait, analysisInterval(w)), Marks: []Mark{
 			markReconciling(ReasonProgressing, "step %d of %s healthy; holding for %s", st.Step+1, st.CanaryVersion, wait.Round(time.Second)),
 		}}
+	}
+	if st.StableVersion != "" {
+		if a := d.confirm(); a != nil {
+			return a
+		}
 	}
 	evidence := stepEvidence(w, d.now)
 	if st.StableVersion == "" || int(st.Step) >= len(steps(w))-1 {
@@ -507,7 +524,8 @@ func (d *rollout) record(outcome scribev1.RolloutOutcome, message string) {
 func (d *rollout) analyse() *RolloutAction {
 	w, st := d.w, &d.w.Status
 	a := w.Spec.Rollout
-	if a == nil || a.Analysis == nil || (len(a.Analysis.Checks) == 0 && len(a.Analysis.Templates) == 0) || !d.obs.Analysis {
+	rollbackHooks, _ := webhooksOf(w, scribev1.WebhookRollback)
+	if a == nil || ((a.Analysis == nil || (len(a.Analysis.Checks) == 0 && len(a.Analysis.Templates) == 0)) && len(rollbackHooks) == 0) || !d.obs.Analysis {
 		return nil
 	}
 	interval := analysisInterval(w)
@@ -520,6 +538,9 @@ func (d *rollout) analyse() *RolloutAction {
 	at := metav1.NewTime(d.now)
 	st.LastAnalysisAt = &at
 	st.Checks = d.obs.Checks.Results
+	if asked := answered(d.obs.Checks.Rollback); len(asked) > 0 {
+		return d.rollback(scribev1.OutcomeRolledBack, fmt.Sprintf("the rollback webhook asked for it at step %d of %s: %s", st.Step+1, st.CanaryVersion, strings.Join(asked, "; ")))
+	}
 	failed, inconclusive := roundOutcome(st.Checks)
 	if len(failed) == 0 && len(inconclusive) == 0 {
 		st.InconclusiveChecks = 0
@@ -529,7 +550,11 @@ func (d *rollout) analyse() *RolloutAction {
 		// No value to judge (a version with no sample yet): the step holds
 		// without a failed round, up to the inconclusive limit.
 		st.InconclusiveChecks++
-		limit := roundLimit(a.Analysis.InconclusiveLimit, 10, d.obs.Checks.InconclusiveLimit)
+		var spec int32
+		if a.Analysis != nil {
+			spec = a.Analysis.InconclusiveLimit
+		}
+		limit := roundLimit(spec, 10, d.obs.Checks.InconclusiveLimit)
 		if st.InconclusiveChecks >= limit {
 			return d.rollback(scribev1.OutcomeRolledBack, fmt.Sprintf("%d inconclusive analysis rounds in a row of %s at step %d: %s", st.InconclusiveChecks, st.CanaryVersion, st.Step+1, strings.Join(inconclusive, "; ")))
 		}
@@ -540,7 +565,7 @@ func (d *rollout) analyse() *RolloutAction {
 	}
 	st.InconclusiveChecks = 0
 	st.FailedChecks++
-	threshold := roundLimit(a.Analysis.Threshold, 3, d.obs.Checks.Threshold)
+	threshold := roundLimit(threshold(w), 3, d.obs.Checks.Threshold)
 	d.events = append(d.events, warningEvent("CheckFailed", "round %d of %d failed: %s", st.FailedChecks, threshold, strings.Join(failed, "; ")))
 	if st.FailedChecks >= threshold {
 		return d.rollback(scribev1.OutcomeRolledBack, fmt.Sprintf("%d failed analysis rounds of %s at step %d: %s", st.FailedChecks, st.CanaryVersion, st.Step+1, strings.Join(failed, "; ")))

@@ -228,6 +228,8 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			obs.Health = h
 		case RolloutAnalyse:
 			obs.Checks = r.Checks.RunRound(ctx, w, st.CanaryVersion, deploymentOf(bundle, st.CanaryVersion))
+		case RolloutCallWebhooks:
+			obs.Webhooks = r.callWebhooks(ctx, w, act.Webhook)
 		case RolloutRollBack:
 			log.FromContext(ctx).Info("rolling back", "version", st.RolledBackVersion, "reason", act.Why)
 			return ctrl.Result{RequeueAfter: act.Requeue}, nil
@@ -236,6 +238,20 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 		}
 	}
 	return ctrl.Result{}, fmt.Errorf("workload %s/%s: no decision after %d observations", w.Namespace, w.Name, maxDecisions)
+}
+
+// callWebhooks asks w's webhooks of typ; without a Checker every one
+// says this controller calls none (the gate then holds).
+func (r *WorkloadReconciler) callWebhooks(ctx context.Context, w *scribev1.Workload, typ scribev1.WebhookType) *WebhookRound {
+	if r.Checks != nil {
+		return r.Checks.CallWebhooks(ctx, w, typ)
+	}
+	round := &WebhookRound{Type: typ}
+	hooks, _ := webhooksOf(w, typ)
+	for _, h := range hooks {
+		round.Results = append(round.Results, WebhookResult{Name: h.Name, Message: "this controller calls no webhooks (it runs without analysis)"})
+	}
+	return round
 }
 
 // change is the commit of w's render: its message says why (a rollback)

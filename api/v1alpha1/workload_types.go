@@ -350,6 +350,14 @@ type Rollout struct {
 	// +optional
 	Analysis *Analysis `json:"analysis,omitempty"`
 
+	// Webhooks are the team's HTTP endpoints the rollout asks at its
+	// gates, as Flagger's webhooks are.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Webhooks []RolloutWebhook `json:"webhooks,omitempty"`
+
 	// Promotion: auto commits each step; pullRequest opens a pull request
 	// per step. pullRequest needs the Repository's spec.git.pullRequest:
 	// without it the Workload is Stalled (PullRequestsNotConfigured), never
@@ -435,6 +443,60 @@ type RolloutPause struct {
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
 	// +optional
 	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// WebhookType is the gate a webhook is asked at.
+// +kubebuilder:validation:Enum=confirm-promotion;pre-rollout;rollback
+type WebhookType string
+
+// Webhook types.
+const (
+	// WebhookConfirmPromotion is asked before a step moves on (the next
+	// step or the promotion): until it answers 2xx the step holds, and it
+	// is asked again at the next analysis interval.
+	WebhookConfirmPromotion WebhookType = "confirm-promotion"
+	// WebhookPreRollout is asked once the canary is available at weight
+	// 0, before it gets traffic: any answer but 2xx counts as a failed
+	// analysis round.
+	WebhookPreRollout WebhookType = "pre-rollout"
+	// WebhookRollback is asked at each analysis round while a step holds:
+	// a 2xx answer rolls the canary back now.
+	WebhookRollback WebhookType = "rollback"
+)
+
+// RolloutWebhook is an HTTP endpoint the rollout asks at a gate: a POST
+// of a JSON body naming the Workload, the gate, the versions, the step
+// and the weights, and metadata.
+type RolloutWebhook struct {
+	// Name of the webhook, a DNS label.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+	// Type is the gate it is asked at.
+	// +required
+	Type WebhookType `json:"type"`
+	// URL, http or https.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern="^https?://"
+	// +required
+	URL string `json:"url"`
+	// Timeout of a call (default 10s, at most 30s).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Metadata is sent in the body.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// SecretRef names a Secret in the Workload's namespace, bound to the
+	// URL by its annotation scribe.dev/allowed-urls: `hmac-key` signs the
+	// body (the header X-Scribe-Signature: sha256=<hex HMAC-SHA256>), and
+	// `token`, `username`/`password`, `ca.crt` and `header.<Name>` are
+	// used as an analysis check's are.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // Analysis checks a new version.
