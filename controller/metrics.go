@@ -97,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	m.objectCollectors = newObjectCollectors()
-	if err := m.objectCollectors.register(reg); err != nil {
+	if err := m.register(reg); err != nil {
 		return nil, err
 	}
 	return m, nil

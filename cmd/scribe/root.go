@@ -103,6 +103,6 @@ once.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newGetCmd(), newVersionCmd(), newCatalogCheckCmd())
+	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newGetCmd(), newVersionCmd(), newCatalogCheckCmd(), newHistoryCmd())
 	return root
 }
