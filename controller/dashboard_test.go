@@ -249,3 +249,20 @@ func gatheredNames(t *testing.T, g prometheus.Gatherer) map[string]bool {
 	}
 	return names
 }
+
+// TestReadmeListsTheDashboardQueries: the README's table of the
+// dashboard's queries is the dashboard's.
+func TestReadmeListsTheDashboardQueries(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, q := range dashboardQueries(t) {
+		if strings.HasPrefix(where, "variable ") {
+			continue
+		}
+		if !strings.Contains(string(readme), "`"+strings.ReplaceAll(q, "|", `\|`)+"`") {
+			t.Errorf("README.md does not list the query of %s: %s", where, q)
+		}
+	}
+}
