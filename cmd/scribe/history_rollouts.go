@@ -19,8 +19,8 @@ const (
 type historyCommit struct {
 	SHA  string
 	Time time.Time
-	// Traffic is the split the commit's render carries, stable version
-	// first when known; a version at weight 0 is warming up.
+	// Traffic is the split the commit's render routes, in spec order
+	// (the newest version last); versions without traffic at weight 0.
 	Traffic []versionWeight
 	// Deleted: the commit removed the Workload's directory.
 	Deleted bool
@@ -51,8 +51,10 @@ type rolloutRecord struct {
 }
 
 // rollouts reads the rollouts out of a Workload's commits, oldest first: a
-// rollout starts with the first commit routing a version other than the
-// stable one, gathers each commit that moves it along, and ends when its
+// rollout starts with the first commit routing traffic to a version other
+// than the stable one (or adding a newer version at weight 0 while the
+// stable one takes all traffic: a canary's warm-up), gathers each commit
+// that moves it along, and ends when its
 // version alone takes the traffic (promoted), when the stable version
 // alone takes it back (rolled back, the reason from Scribe's "rollback of
 // VERSION: why" message), when another version replaces it (superseded)
@@ -74,7 +76,10 @@ func rollouts(commits []historyCommit) []rolloutRecord {
 			r.PullRequests = append(r.PullRequests, c.PullRequest)
 		}
 	}
-	for _, c := range commits {
+	var prev []versionWeight
+	for i, c := range commits {
+		routed := prev
+		prev = c.Traffic
 		if c.Deleted {
 			if open != nil {
 				add(open, c)
@@ -83,16 +88,24 @@ func rollouts(commits []historyCommit) []rolloutRecord {
 			stable = ""
 			continue
 		}
+		active := withTraffic(c.Traffic)
 		if open != nil {
-			if reason, ok := rollbackReason(c.Message, open.Version); ok && !routes(c.Traffic, open.Version) {
+			if reason, ok := rollbackReason(c.Message, open.Version); ok && !routes(active, open.Version) {
 				add(open, c)
 				open.Reason = reason
 				closeOpen(c, outcomeRolledBack)
 				continue
 			}
 		}
-		if len(c.Traffic) == 1 {
-			only := c.Traffic[0].Version
+		if len(active) == 1 {
+			only := active[0].Version
+			if open == nil && only == stable && i > 0 {
+				if v := warmingUp(c.Traffic, routed, stable); v != "" {
+					open = &rolloutRecord{Version: v, Start: c.Time}
+					add(open, c)
+					continue
+				}
+			}
 			switch {
 			case open != nil && only == open.Version:
 				add(open, c)
@@ -117,12 +130,12 @@ func rollouts(commits []historyCommit) []rolloutRecord {
 			stable = only
 			continue
 		}
-		canary := canaryOf(c.Traffic, stable)
+		canary := canaryOf(active, stable)
 		if canary == "" {
 			continue
 		}
 		if stable == "" {
-			stable = c.Traffic[0].Version
+			stable = active[0].Version
 		}
 		if open != nil && open.Version != canary {
 			closeOpen(c, outcomeSuperseded)
@@ -169,4 +182,34 @@ func rollbackReason(message, version string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// withTraffic are the versions of traffic with a weight.
+func withTraffic(traffic []versionWeight) []versionWeight {
+	var out []versionWeight
+	for _, t := range traffic {
+		if t.Weight > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// warmingUp is the version a canary's warm-up commit adds: the newest
+// (last) version of traffic, at weight 0, newer than stable (after it)
+// and not routed by the previous commit.
+func warmingUp(traffic, previous []versionWeight, stable string) string {
+	if len(traffic) < 2 {
+		return ""
+	}
+	last := traffic[len(traffic)-1]
+	if last.Weight != 0 || last.Version == stable || routes(previous, last.Version) {
+		return ""
+	}
+	for _, t := range traffic[:len(traffic)-1] {
+		if t.Version == stable {
+			return last.Version
+		}
+	}
+	return ""
 }

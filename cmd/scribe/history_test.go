@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -80,6 +83,19 @@ func TestHistoryRolloutsFromCommits(t *testing.T) {
 		want: []rolloutRecord{
 			{Version: "v1", Outcome: outcomePromoted, Start: at(0), End: at(0), Commits: []string{"d1"}},
 			{Version: "v2", Outcome: outcomeDeleted, Start: at(1), End: at(2), Commits: []string{"d2", "d3"}},
+		},
+	}, {
+		name: "versions at weight 0 take no traffic: a rolled-back version left routed at 0, an older version kept in spec",
+		commits: []historyCommit{
+			{SHA: "e1", Time: at(0), Traffic: split("v1", 0, "v2", 100)},
+			{SHA: "e2", Time: at(1), Traffic: split("v1", 0, "v2", 90, "v3", 10)},
+			{SHA: "e3", Time: at(2), Traffic: split("v1", 0, "v2", 100, "v3", 0), Message: "rollback of v3: restarts: 4 > 2"},
+			{SHA: "e4", Time: at(3), Traffic: split("v1", 0, "v2", 100, "v3", 0)},
+			{SHA: "e5", Time: at(4), Traffic: split("v2", 100)},
+		},
+		want: []rolloutRecord{
+			{Version: "v2", Outcome: outcomePromoted, Start: at(0), End: at(0), Commits: []string{"e1"}},
+			{Version: "v3", Outcome: outcomeRolledBack, Start: at(1), End: at(2), Commits: []string{"e2", "e3"}, Reason: "restarts: 4 > 2"},
 		},
 	}, {
 		name:    "no commits, no rollouts",
@@ -245,5 +261,53 @@ func TestHistoryRefusesBadInput(t *testing.T) {
 				t.Errorf("stderr %q, want it to say %q (and no secret)", errOut.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestHistoryReadsTheCommitsScribePublishes: what scribe publish commits
+// for a Workload walking a canary (its status carrying each step's split)
+// reads back, over the repository's URL, as one rollout promoted with one
+// commit per step.
+func TestHistoryReadsTheCommitsScribePublishes(t *testing.T) {
+	clearGitEnv(t)
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "hist", "main")
+	fixture, err := os.ReadFile(canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, ok := strings.Cut(string(fixture), "\nstatus:\n")
+	if !ok {
+		t.Fatalf("%s has no status", canary)
+	}
+	cache := t.TempDir()
+	for i, status := range []string{
+		"  phase: Healthy\n  stableVersion: v1\n  step: -1\n  traffic:\n    - {version: v1, weight: 100}\n",
+		"  phase: Progressing\n  stableVersion: v1\n  canaryVersion: v2\n  step: 0\n  traffic:\n    - {version: v1, weight: 90}\n    - {version: v2, weight: 10}\n",
+		"  phase: Progressing\n  stableVersion: v1\n  canaryVersion: v2\n  step: 1\n  traffic:\n    - {version: v1, weight: 50}\n    - {version: v2, weight: 50}\n",
+		"  phase: Progressing\n  stableVersion: v2\n  step: -1\n  traffic:\n    - {version: v2, weight: 100}\n",
+	} {
+		file := filepath.Join(t.TempDir(), "workload.yaml")
+		if err := os.WriteFile(file, []byte(spec+"\nstatus:\n"+status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, stderr := scribe(t, "publish", "-f", file, "--git", url, "--path", "clusters/dev", "--cache-dir", cache); code != exitOK {
+			t.Fatalf("publish %d: exit %d: %s", i, code, stderr)
+		}
+	}
+	code, stdout, stderr := scribe(t, "history", "workload", "checkout", "-n", "shop", "--git", url, "--path", "clusters/dev", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("history: exit %d: %s", code, stderr)
+	}
+	var got []rolloutRecord
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	var summary []string
+	for _, r := range got {
+		summary = append(summary, fmt.Sprintf("%s %s %d", r.Version, r.Outcome, len(r.Commits)))
+	}
+	if want := []string{"v1 promoted 1", "v2 promoted 3"}; !reflect.DeepEqual(summary, want) {
+		t.Errorf("rollouts %v, want %v\n%s", summary, want, stdout)
 	}
 }
