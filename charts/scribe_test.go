@@ -31,7 +31,7 @@ func allOnValues() map[string]any {
 		"concurrent":   50,
 		"metrics": map[string]any{"serviceMonitor": map[string]any{
 			"enabled": true, "interval": "30s", "scrapeTimeout": "10s", "labels": map[string]any{"release": "prometheus"},
-		}},
+		}, "grafanaDashboard": map[string]any{"enabled": true, "annotations": map[string]any{"grafana_folder": "Scribe"}}},
 		"podDisruptionBudget": map[string]any{"enabled": true},
 		"topologySpreadConstraints": []any{map[string]any{
 			"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
@@ -197,6 +197,31 @@ func TestChartRenders(t *testing.T) {
 				tls := serviceMonitorEndpoint(t, objs)["tlsConfig"]
 				if want := map[string]any{"insecureSkipVerify": false, "serverName": "scribe-metrics.scribe-system.svc"}; !reflect.DeepEqual(tls, want) {
 					t.Errorf("tlsConfig %v, want %v", tls, want)
+				}
+			}},
+		{"defaults render no Grafana dashboard", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if cm := dashboardConfigMaps(objs); len(cm) != 0 {
+				t.Errorf("%d dashboard ConfigMaps rendered", len(cm))
+			}
+		}},
+		{"metrics.grafanaDashboard.enabled renders the chart's dashboard in a ConfigMap Grafana's sidecar loads",
+			map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"enabled": true, "namespace": "monitoring"}}},
+			func(t *testing.T, objs []*unstructured.Unstructured) {
+				cms := dashboardConfigMaps(objs)
+				if len(cms) != 1 {
+					t.Fatalf("%d dashboard ConfigMaps, want 1", len(cms))
+				}
+				cm := cms[0]
+				if cm.GetLabels()["grafana_dashboard"] != "1" || cm.GetNamespace() != "monitoring" {
+					t.Errorf("ConfigMap %s/%s labels %v", cm.GetNamespace(), cm.GetName(), cm.GetLabels())
+				}
+				got, _, _ := unstructured.NestedString(cm.Object, "data", "scribe-rollouts.json")
+				want, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "scribe-rollouts.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != strings.TrimRight(string(want), "\n") {
+					t.Errorf("the ConfigMap's dashboard is not dashboards/scribe-rollouts.json:\n%s", lineDiff(got, string(want)))
 				}
 			}},
 		{"a ServiceMonitor with metrics.secure=false scrapes http without a token",
@@ -628,6 +653,17 @@ func podDisruptionBudget(t *testing.T, objs []*unstructured.Unstructured) *polic
 		t.Errorf("PDB in namespace %q", pdb.Namespace)
 	}
 	return &pdb
+}
+
+// dashboardConfigMaps are the ConfigMaps that carry a Grafana dashboard.
+func dashboardConfigMaps(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, cm := range byKind(objs, "ConfigMap") {
+		if _, ok := cm.GetLabels()["grafana_dashboard"]; ok {
+			out = append(out, cm)
+		}
+	}
+	return out
 }
 
 // serviceMonitorEndpoint returns the only endpoint of the only

@@ -45,6 +45,10 @@ type Metrics struct {
 	// Published is scribe_published_total{kind,changed}: publishes,
 	// changed="true" when a new commit or artifact was made.
 	Published *prometheus.CounterVec
+
+	// objectCollectors are the per-object metrics (metrics_objects.go).
+	objectCollectors
+	state objectState
 }
 
 // NewMetrics creates Scribe's collectors and registers them on reg. When
@@ -90,6 +94,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.Published, err = register(reg, m.Published); err != nil {
+		return nil, err
+	}
+	m.objectCollectors = newObjectCollectors()
+	if err := m.register(reg); err != nil {
 		return nil, err
 	}
 	return m, nil

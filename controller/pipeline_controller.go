@@ -30,6 +30,8 @@ import (
 type PipelineReconciler struct {
 	Client client.Client
 	Events events.EventRecorder
+	// Metrics receives the Pipeline's saved status; nil: none.
+	Metrics *Metrics
 }
 
 // +kubebuilder:rbac:groups=scribe.dev,resources=pipelines,verbs=get;list;watch;update;patch
@@ -51,7 +53,7 @@ func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 
 // Reconcile moves one Pipeline's versions on by what its stages report.
 func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Pipeline]{kind: scribev1.PipelineKind, reconcile: r.reconcile, suspended: func(o *scribev1.Pipeline) bool { return o.Spec.Suspend }}.
+	return lifecycle[*scribev1.Pipeline]{kind: scribev1.PipelineKind, reconcile: r.reconcile, suspended: func(o *scribev1.Pipeline) bool { return o.Spec.Suspend }, saved: r.Metrics.Observe}.
 		run(ctx, r.Client, req, &scribev1.Pipeline{})
 }
 

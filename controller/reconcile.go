@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -62,6 +63,9 @@ type lifecycle[T object] struct {
 	// deletion is carried out until it is unset (a change of the object
 	// starts a reconcile). nil: the kind cannot be suspended.
 	suspended func(obj T) bool
+	// saved receives the object once its status is written, or nil when
+	// it is gone (Metrics.Observe). nil: nothing receives it.
+	saved func(kind string, key types.NamespacedName, obj client.Object)
 }
 
 // run is one reconcile of the object req names, read into obj: status is
@@ -72,6 +76,7 @@ type lifecycle[T object] struct {
 func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request, obj T) (res ctrl.Result, retErr error) {
 	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			l.observe(req.NamespacedName, nil)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s %s: %w", l.kind, req.NamespacedName, err)
@@ -95,7 +100,9 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 		}
 		if err := finalizeStatus(ctx, patcher, obj); err != nil {
 			retErr = errors.Join(retErr, err)
+			return
 		}
+		l.observe(req.NamespacedName, obj)
 	}()
 
 	if l.finalize != nil {
@@ -114,6 +121,13 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	return l.reconcile(ctx, obj, patcher)
+}
+
+// observe hands what was saved of the object key (nil: it is gone) to saved.
+func (l lifecycle[T]) observe(key types.NamespacedName, obj client.Object) {
+	if l.saved != nil {
+		l.saved(l.kind, key, obj)
+	}
 }
 
 // finalizeStatus is the deferred last step of every reconcile, as in

@@ -229,7 +229,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err := wr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("workload controller: %w", err)
 	}
-	pr := &PipelineReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("scribe-controller")}
+	pr := &PipelineReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("scribe-controller"), Metrics: opts.Metrics}
 	if err := pr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func syncOwner(kind string) handler.MapFunc {
 
 // Reconcile moves one Workload one step closer to its desired state.
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, reconcile: r.reconcile, suspended: func(o *scribev1.Workload) bool { return o.Spec.Suspend }}.
+	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, reconcile: r.reconcile, suspended: func(o *scribev1.Workload) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe}.
 		run(ctx, r.Publisher.Client, req, &scribev1.Workload{})
 }
 

@@ -104,6 +104,6 @@ once.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newControlCmds()...)
-	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newGetCmd(), newVersionCmd(), newCatalogCheckCmd())
+	root.AddCommand(newRenderCmd(), newValidateCmd(), newDiffCmd(), newPublishCmd(), newControllerCmd(), newGetCmd(), newVersionCmd(), newCatalogCheckCmd(), newHistoryCmd())
 	return root
 }
