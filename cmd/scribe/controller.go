@@ -82,14 +82,14 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "refuse a Repository's spec.catalog that names a Flux source in another namespace (multi-tenancy, as in Flux)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
-	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	registerGCPProject(fl, &f.gcpProject)
 	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "client-side limit of queries per second to the API server; unset, there is none when the API server has priority and fairness (the default), and 50 otherwise")
 	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps; unset, none with priority and fairness, 300 otherwise")
 	// The flags of Flux's controllers; LOG_LEVEL stays, below --log-level.
 	f.log.BindFlags(fl)
 	fl.Lookup("log-encoding").Usage = "log encoding: json (one JSON object a line) or console (human-readable)"
 	fl.Lookup("log-level").Usage = "log level: trace, debug, info, warn or error; when not given, $" + envLogLevel + ", if set, decides"
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
+	registerKubeconfig(fl, &f.kubeconfig, "$KUBECONFIG, then the in-cluster config, then ~/.kube/config")
 }
 
 func newControllerCmd() *cobra.Command {

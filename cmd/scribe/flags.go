@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -69,7 +70,7 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringArrayVar(&f.clusterKinds, "cluster-resource", nil, "Argo CD: a cluster-scoped kind, group/kind (\"/Namespace\" for the core group, \"*\" matches any), an Experiment's AppProject allows its components (a TenantPolicy's spec.clusterResources); repeatable, none by default")
 	fl.StringArrayVar(&f.sourceRepos, "source-repo", nil, "Argo CD: a URL prefix a user catalog entry's source may be fetched from (a TenantPolicy's spec.sourceRepos); repeatable, none by default")
-	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	registerGCPProject(fl, &f.gcpProject)
 	fl.Int32Var(&f.stage, "stage", 0, "render each Experiment's commit stage N as the controller commits it: 1 clusters, 2 components, 3 workflow templates, 4 workflow runs (default: the final tree); Workloads have no stages")
 	f.catalogSource.register(fl)
 	f.stdin = cmd.InOrStdin
@@ -378,4 +379,24 @@ func collisions(bundles []*render.Bundle) []string {
 		}
 	}
 	return problems
+}
+
+// Flag groups that several commands register, each defined once here.
+
+// registerOutput registers -o/--output, the directory a render is written
+// to (render, publish); where says where in it, DIR or DIR/<path>.
+func registerOutput(fl *pflag.FlagSet, out *string, where string) {
+	fl.StringVarP(out, "output", "o", "", "write the repository tree to "+where+" (replaced atomically; it must be new, empty, or written by Scribe before)")
+}
+
+// registerGCPProject registers --gcp-project (render, validate, diff,
+// publish, controller).
+func registerGCPProject(fl *pflag.FlagSet, project *string) {
+	fl.StringVar(project, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+}
+
+// registerKubeconfig registers --kubeconfig; fallback says where the
+// command looks without it.
+func registerKubeconfig(fl *pflag.FlagSet, kubeconfig *string, fallback string) {
+	fl.StringVar(kubeconfig, "kubeconfig", "", "kubeconfig file (default "+fallback+")")
 }

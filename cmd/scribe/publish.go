@@ -57,7 +57,7 @@ func (p *publishFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&p.git, "git", "", "publish to this Git repository (https://, http://, ssh://, scp form, or a local path or file://); other schemes are refused")
 	fl.StringVar(&p.branch, "branch", "main", "with --git: branch that receives the commit (with --applier ArgoCD it is also --revision); a valid Git branch name, refs/heads/NAME is taken as NAME")
 	fl.StringVar(&p.oci, "oci", "", "publish to this OCI artifact, oci://HOST/REPO[:TAG] (tag latest if omitted)")
-	fl.StringVarP(&p.out, "output", "o", "", "write the tree to DIR/<path> (replaced atomically; it must be new, empty, or written by Scribe before)")
+	registerOutput(fl, &p.out, "DIR/<path>")
 	fl.StringVar(&p.secretDir, "secret-dir", "", "directory laid out as a mounted Secret: username, password, bearerToken, identity, known_hosts (Git) or .dockerconfigjson (OCI)")
 	fl.StringVar(&p.dockerConfig, "docker-config", "", "with --oci: Docker config JSON file with the registry's credentials")
 	fl.StringVar(&p.authorName, "author-name", "", "with --git: commit author name (default Scribe)")

@@ -42,7 +42,7 @@ nothing is written) or, without -o, a YAML stream to stdout.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the repository tree to this directory (replaced atomically; it must be new, empty, or written by Scribe before)")
+	registerOutput(cmd.Flags(), &out, "DIR")
 	return cmd
 }
 
