@@ -97,8 +97,14 @@ func newControllerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller [flags]",
 		Short: "Run the Scribe controller manager",
-		Long: `Controller runs the reconcilers of Repositories and Workloads until it
-receives SIGINT or SIGTERM, then shuts down gracefully.
+		Long: `Controller reconciles Scribe's custom resources until it receives SIGINT
+or SIGTERM, then shuts down gracefully:
+  Repository    checks it can push to its Git repository or OCI registry
+  Workload      renders and commits each rollout step, analyses, rolls back
+  Pipeline      runs a stage Workload per stage and promotes across them
+  Experiment    renders and commits its clusters, components and workflow
+TenantPolicies (cluster-scoped) are read, not reconciled: they bound the
+Repositories of the namespaces they select.
 
 Scribe renders into Git or OCI and writes in the cluster only its own
 resources' status and finalizers, Events, its Lease and the
@@ -123,6 +129,12 @@ certificate and Kubernetes authentication and authorization unless
 --metrics-secure=false); /healthz and /readyz on
 --health-probe-bind-address. Exit code 0 after a clean shutdown, 2 on bad
 flags or any error.`,
+		Example: `  # Outside the cluster, against the current kubeconfig context
+  scribe controller --metrics-secure=false --metrics-bind-address :8080
+
+  # One of two shards, watching only its tenants' namespaces and the applier's
+  scribe controller --leader-elect --watch-label-selector ` + controller.ShardLabel + `=shard1 \
+    --watch-namespaces team-a,team-b,flux-system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd, &f)

@@ -93,6 +93,14 @@ refused what it already holds (the error's reason is on stderr, such as
 AuthenticationFailed, ObjectConflict for an object another custom resource
 already publishes there, SyncIndexConflict for a kustomization.yaml at
 --path that Scribe did not write, CacheCorrupt); 2: bad input.`,
+		Example: `  # Commit to a branch of a Git repository, with a token from the environment
+  SCRIBE_GIT_TOKEN=... scribe publish -f deploy/ --git https://git.example.com/org/fleet.git --branch main --path clusters/dev
+
+  # Push an OCI artifact that Flux's OCIRepository pulls
+  scribe publish -f deploy/ --oci oci://ghcr.io/org/fleet:dev --docker-config ~/.docker/config.json --source-kind OCIRepository
+
+  # Write into a local checkout, under its clusters/dev
+  scribe publish -f deploy/ -o fleet --path clusters/dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPublish(cmd, &f, &p)

@@ -109,6 +109,9 @@ target failed; 2 bad input or any other error; 130 or 143 stopped by
 SIGINT or SIGTERM (128 + the signal): the command stops at its next check,
 writes nothing half-way (-o is atomic) and exits; a second signal exits at
 once.`,
+		Example: `  scribe validate -f deploy/ --strict-refs
+  scribe diff -f deploy/ -d fleet
+  scribe get wl checkout -n shop --watch`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
