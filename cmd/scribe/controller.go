@@ -103,8 +103,8 @@ or SIGTERM, then shuts down gracefully:
   Workload      renders and commits each rollout step, analyses, rolls back
   Pipeline      runs a stage Workload per stage and promotes across them
   Experiment    renders and commits its clusters, components and workflow
-TenantPolicies (cluster-scoped) are read, not reconciled: they bound the
-Repositories of the namespaces they select.
+A TenantPolicy (cluster-scoped) is read, not reconciled: it bounds the
+Repositories of the namespaces it selects.
 
 Scribe renders into Git or OCI and writes in the cluster only its own
 resources' status and finalizers, Events, its Lease and the
