@@ -268,9 +268,9 @@ feed:
 			problems = append(problems, fmt.Sprintf("%s: %v", d.file, d.err))
 			continue
 		}
-		key, how := "", "rendered from"
+		var key, how string
 		if d.b != nil {
-			key = d.b.Dir
+			key, how = d.b.Dir, "rendered from"
 		} else {
 			kind, _ := d.obj["kind"].(string)
 			key, how = crKey(kind, d.typed.GetNamespace(), d.typed.GetName()), "defined in"
