@@ -56,6 +56,7 @@ func TestValidateAgreesWithTheAPIServerOnEveryKind(t *testing.T) {
 		return objs
 	}
 	valid, _ := filepath.Glob(filepath.Join(validateTestdata, "all-kinds", "*.yaml"))
+	valid = append(valid, allKindsWorkload)
 	invalid, _ := filepath.Glob(filepath.Join(validateTestdata, "invalid", "*.yaml"))
 	if len(valid) == 0 || len(invalid) == 0 {
 		t.Fatal("no fixtures")

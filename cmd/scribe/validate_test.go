@@ -42,7 +42,12 @@ func validLines(stdout string) []string {
 	return out
 }
 
-// allKinds are the custom resources of testdata/validate/all-kinds.
+// allKindsWorkload is the Workload of the all-kinds input: the fixture,
+// so that it follows the API.
+var allKindsWorkload = filepath.Join(fixtures, "valid", "workload-canary-50.yaml")
+
+// allKinds are the custom resources of testdata/validate/all-kinds and
+// allKindsWorkload.
 var allKinds = []string{
 	"demo/experiment/gateway-tutorial",
 	"demo/repository/default",
@@ -59,6 +64,7 @@ var allKinds = []string{
 func TestValidateAcceptsEveryKindAndSkipsHiddenFiles(t *testing.T) {
 	dir := t.TempDir()
 	copyTree(t, filepath.Join(validateTestdata, "all-kinds"), dir)
+	copyTree(t, allKindsWorkload, filepath.Join(dir, "workload.yaml"))
 	writeFile(t, filepath.Join(dir, ".golangci.yml"), "version: \"2\"\nlinters: {default: standard}\n")
 	writeFile(t, filepath.Join(dir, ".github", "workflows", "ci.yaml"), "on: push\njobs: {}\n")
 	writeFile(t, filepath.Join(dir, "team", ".draft.yaml"), "kind: Nonsense\n")
@@ -139,7 +145,7 @@ func TestValidateRefusesBadPipelinesAndRepositoriesByField(t *testing.T) {
 // --strict-refs.
 func TestValidateWarnsOfRepositoriesNotInTheInput(t *testing.T) {
 	dir := filepath.Join(validateTestdata, "all-kinds")
-	workload := filepath.Join(dir, "workload.yaml")
+	workload := allKindsWorkload
 	pipeline := filepath.Join(dir, "pipeline.yaml")
 	repos := filepath.Join(dir, "repository.yaml")
 	const missingDefault = `Workload shop/checkout: spec.repositoryRef: unset, so the Repository "default" of namespace shop is not defined in the input`
