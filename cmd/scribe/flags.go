@@ -55,7 +55,7 @@ type renderFlags struct {
 
 func (f *renderFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringArrayVarP(&f.files, "file", "f", nil, "custom resource file or directory (*.yaml, *.yml, *.json); repeatable")
+	fl.StringArrayVarP(&f.files, "file", "f", nil, "custom resource file, directory (*.yaml, *.yml, *.json; hidden files and folders skipped) or - for stdin; repeatable")
 	fl.StringArrayVar(&f.catalogs, "catalog", nil, "directory with a user component catalog (CUE package catalog); repeatable, later wins")
 	fl.StringVar(&f.path, "path", ".", "path in the repository under which <namespace>/<kind>/<name>/ is written")
 	fl.StringVar(&f.applier, "applier", "Flux", "applier of the rendered directory: Flux or ArgoCD")

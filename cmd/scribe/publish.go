@@ -71,7 +71,7 @@ func newPublishCmd() *cobra.Command {
 	var f renderFlags
 	var p publishFlags
 	cmd := &cobra.Command{
-		Use:   "publish -f FILE|DIR (--git URL [--branch B] | --oci oci://HOST/REPO[:TAG] | -o DIR) [--path P]",
+		Use:   "publish -f FILE|DIR|- (--git URL [--branch B] | --oci oci://HOST/REPO[:TAG] | -o DIR) [--path P]",
 		Short: "Render custom resources and publish them to Git, an OCI registry or a directory",
 		Long: `Publish renders every custom resource exactly as scribe render does and
 publishes all of them at once: one commit on --branch of --git, one artifact

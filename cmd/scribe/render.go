@@ -12,7 +12,7 @@ func newRenderCmd() *cobra.Command {
 	var f renderFlags
 	var out string
 	cmd := &cobra.Command{
-		Use:   "render -f FILE|DIR [-o DIR]",
+		Use:   "render -f FILE|DIR|- [-o DIR]",
 		Short: "Render custom resources offline, as the controller would",
 		Long: `Render validates each Experiment and Workload as the kube-apiserver would,
 renders it through the embedded CUE templates, checks every object against its
