@@ -169,7 +169,7 @@ func TestValidateCRMetadataIsTheAPIServers(t *testing.T) {
 				md[k] = deepCopyJSON(v)
 			}
 			var msgs []string
-			for _, e := range validateCRMetadata(md) {
+			for _, e := range validateCRMetadata(md, true) {
 				msgs = append(msgs, e.Error())
 			}
 			got := strings.Join(msgs, "\n")

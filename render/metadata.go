@@ -15,18 +15,18 @@ import (
 )
 
 // validateCRMetadata runs the kube-apiserver's metadata validation of a
-// namespaced custom resource on md: the name as a DNS-1123 subdomain (the
+// custom resource on md (namespaced: it needs a namespace): the name as a DNS-1123 subdomain (the
 // rule the apiserver applies to every custom resource), the namespace as a
 // DNS-1123 label, labels, annotations, owner references and finalizers.
 // The CRD's schema says nothing about metadata, so without this a name
 // carrying a newline, `---` or `../` would reach the templates and the
 // paths of the bundle.
-func validateCRMetadata(md map[string]any) []FieldError {
+func validateCRMetadata(md map[string]any, namespaced bool) []FieldError {
 	var om metav1.ObjectMeta
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &om); err != nil {
 		return []FieldError{{Path: "metadata", Message: fmt.Sprintf("Invalid value: %v", err)}}
 	}
-	errs := fieldErrors(apimachineryvalidation.ValidateObjectMetaAccessor(&om, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata")))
+	errs := fieldErrors(apimachineryvalidation.ValidateObjectMetaAccessor(&om, namespaced, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata")))
 	// Labels and annotations are validated in map order.
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs

@@ -162,7 +162,45 @@ func (x *elsewhere) allows(apiVersion, kind, ns string) bool {
 	return x != nil && ns == x.namespace && x.kinds[[2]string{apiVersion, kind}]
 }
 
+// Validate validates and defaults a JSON-shaped custom resource of any
+// kind of Scribe's API (Workload, Experiment, Pipeline, Repository,
+// TenantPolicy) exactly as Decode does, and decodes it into its typed
+// form. Errors are *InputError, naming the CR's fields. Only Workloads and
+// Experiments render; the other kinds are checked as the apiserver would
+// admit them.
+func (e *Engine) Validate(ctx context.Context, obj map[string]any) (client.Object, error) {
+	d, err := e.decodeKind(ctx, obj, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.typed, nil
+}
+
+// apiKind is the typed form of a kind of Scribe's API, and whether it is
+// namespaced, or nil for a kind that is not one.
+func apiKind(kind string) (typed client.Object, namespaced bool) {
+	switch kind {
+	case scribev1.WorkloadKind:
+		return &scribev1.Workload{}, true
+	case scribev1.ExperimentKind:
+		return &scribev1.Experiment{}, true
+	case scribev1.PipelineKind:
+		return &scribev1.Pipeline{}, true
+	case scribev1.RepositoryKind:
+		return &scribev1.Repository{}, true
+	case scribev1.TenantPolicyKind:
+		return &scribev1.TenantPolicy{}, false
+	}
+	return nil, false
+}
+
 func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error) {
+	return e.decodeKind(ctx, in, true)
+}
+
+// decodeKind is decode for the kinds render renders (renderable) or for
+// every kind of Scribe's API.
+func (e *Engine) decodeKind(ctx context.Context, in map[string]any, renderable bool) (*decoded, error) {
 	obj, _ := deepCopyJSON(in).(map[string]any)
 	if obj == nil {
 		obj = map[string]any{}
@@ -173,22 +211,25 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	if apiVersion != scribev1.GroupVersion.String() {
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "apiVersion", Message: fmt.Sprintf("must be %s, not %q", scribev1.GroupVersion, apiVersion)}}}
 	}
-	var typed client.Object
-	switch kind {
-	case scribev1.WorkloadKind:
-		typed = &scribev1.Workload{}
-	case scribev1.ExperimentKind:
-		typed = &scribev1.Experiment{}
-	default:
+	typed, namespaced := apiKind(kind)
+	switch {
+	case renderable && kind != scribev1.WorkloadKind && kind != scribev1.ExperimentKind:
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "kind", Message: fmt.Sprintf("Scribe renders Workload and Experiment, not %q", kind)}}}
+	case typed == nil:
+		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "kind", Message: fmt.Sprintf("Scribe's kinds are Workload, Experiment, Pipeline, Repository and TenantPolicy, not %q", kind)}}}
 	}
 	md, _ := obj["metadata"].(map[string]any)
 	if md == nil {
 		md = map[string]any{}
 		obj["metadata"] = md
 	}
-	if ns, _ := md["namespace"].(string); ns == "" {
+	ns, _ := md["namespace"].(string)
+	switch {
+	case namespaced && ns == "":
 		md["namespace"] = "default"
+	case !namespaced && ns != "":
+		// The apiserver ignores it; a file that sets it misleads its reader.
+		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "metadata.namespace", Message: fmt.Sprintf("Forbidden: %s is cluster-scoped", kind)}}}
 	}
 	if n, _ := md["name"].(string); n == "" {
 		return nil, &InputError{Object: name, Errors: []FieldError{{Path: "metadata.name", Message: "Required value"}}}
@@ -196,7 +237,7 @@ func (e *Engine) decode(ctx context.Context, in map[string]any) (*decoded, error
 	name = objectName(obj)
 
 	// The apiserver validates metadata before the CRD's schema.
-	errs := validateCRMetadata(md)
+	errs := validateCRMetadata(md, namespaced)
 	v := e.validators[scribev1.GroupVersion.Group+"/"+scribev1.GroupVersion.Version+"/"+kind]
 	errs = append(errs, v.validate(ctx, obj)...)
 	if len(errs) > 0 {

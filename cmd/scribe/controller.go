@@ -82,14 +82,14 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.noCrossNamespaceRefs, "no-cross-namespace-refs", false, "refuse a Repository's spec.catalog that names a Flux source in another namespace (multi-tenancy, as in Flux)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
-	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	registerGCPProject(fl, &f.gcpProject)
 	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "client-side limit of queries per second to the API server; unset, there is none when the API server has priority and fairness (the default), and 50 otherwise")
 	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps; unset, none with priority and fairness, 300 otherwise")
 	// The flags of Flux's controllers; LOG_LEVEL stays, below --log-level.
 	f.log.BindFlags(fl)
 	fl.Lookup("log-encoding").Usage = "log encoding: json (one JSON object a line) or console (human-readable)"
 	fl.Lookup("log-level").Usage = "log level: trace, debug, info, warn or error; when not given, $" + envLogLevel + ", if set, decides"
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
+	registerKubeconfig(fl, &f.kubeconfig, "$KUBECONFIG, then the in-cluster config, then ~/.kube/config")
 }
 
 func newControllerCmd() *cobra.Command {
@@ -97,8 +97,14 @@ func newControllerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller [flags]",
 		Short: "Run the Scribe controller manager",
-		Long: `Controller runs the reconcilers of Repositories and Workloads until it
-receives SIGINT or SIGTERM, then shuts down gracefully.
+		Long: `Controller reconciles Scribe's custom resources until it receives SIGINT
+or SIGTERM, then shuts down gracefully:
+  Repository    checks it can push to its Git repository or OCI registry
+  Workload      renders and commits each rollout step, analyses, rolls back
+  Pipeline      runs a stage Workload per stage and promotes across them
+  Experiment    renders and commits its clusters, components and workflow
+A TenantPolicy (cluster-scoped) is read, not reconciled: it bounds the
+Repositories of the namespaces it selects.
 
 Scribe renders into Git or OCI and writes in the cluster only its own
 resources' status and finalizers, Events, its Lease and the
@@ -123,6 +129,12 @@ certificate and Kubernetes authentication and authorization unless
 --metrics-secure=false); /healthz and /readyz on
 --health-probe-bind-address. Exit code 0 after a clean shutdown, 2 on bad
 flags or any error.`,
+		Example: `  # Outside the cluster, against the current kubeconfig context
+  scribe controller --metrics-secure=false --metrics-bind-address :8080
+
+  # One of two shards, watching only its tenants' namespaces and the applier's
+  scribe controller --leader-elect --watch-label-selector ` + controller.ShardLabel + `=shard1 \
+    --watch-namespaces team-a,team-b,flux-system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd, &f)

@@ -15,6 +15,8 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/render"
 )
@@ -22,21 +24,51 @@ import (
 func newDiffCmd() *cobra.Command {
 	var f renderFlags
 	var dir string
+	var allowRemovals bool
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE|DIR -d DIR",
+		Use:   "diff -f FILE|DIR|- -d DIR",
 		Short: "Show how the rendered tree differs from a checked-out repository",
 		Long: `Diff renders the custom resources and compares the result with the paths
 Scribe owns in DIR (<namespace>/<kind>/<name>/ and its .sync.yaml under --path).
 Nothing outside DIR is read: every path is opened below DIR, and a symbolic
 link that leads out of DIR is an error, never followed.
+
+A custom resource whose tree is in DIR (a <namespace>/<kind>/<name>/
+directory with Scribe's .scribe.json) but that is not in -f was removed:
+its tree would be deleted, and diff says so, one line each; it counts as a
+change unless --allow-removals is given (then it is still reported). The
+stage Workloads of a Pipeline in -f (<pipeline>-<stage>) are its own, not
+removed. Pipelines, Repositories and TenantPolicies in -f are validated,
+not rendered.
+
 Exit code 0: no change; 1: changes; 2: error.`,
+		Example: `  # In CI: does the checked-out branch hold what the CRs render?
+  scribe diff -f deploy/ -d .
+
+  # The repository's Scribe tree is under clusters/prod
+  scribe diff -f deploy/ -d fleet --path clusters/prod
+
+  # Custom resources are being retired: report their trees, do not fail
+  scribe diff -f deploy/ -d fleet --allow-removals`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bundles, err := f.renderAll(cmd.Context())
+			crs, err := f.checkAll(cmd.Context())
 			if err != nil {
 				return &codeError{code: exitError, err: err}
 			}
-			changed, err := diffBundles(cmd.Context(), cmd.OutOrStdout(), dir, f.path, bundles)
+			var bundles []*render.Bundle
+			kept := map[string]bool{}
+			for _, c := range crs {
+				if c.bundle != nil {
+					bundles = append(bundles, c.bundle)
+				}
+				if p, ok := c.typed.(*scribev1.Pipeline); ok {
+					for _, st := range p.Spec.Stages {
+						kept[path.Join(p.Namespace, strings.ToLower(scribev1.WorkloadKind), controller.StageWorkloadName(p.Name, st.Name))] = true
+					}
+				}
+			}
+			changed, err := diffBundles(cmd.Context(), cmd.OutOrStdout(), dir, f.path, bundles, diffRemovals{kept: kept, allowed: allowRemovals})
 			if err != nil {
 				return &codeError{code: exitError, err: err}
 			}
@@ -48,8 +80,17 @@ Exit code 0: no change; 1: changes; 2: error.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringVarP(&dir, "dir", "d", "", "checked-out repository to compare with")
+	cmd.Flags().BoolVar(&allowRemovals, "allow-removals", false, "report the trees of custom resources not in -f without counting them as changes (exit 0 if nothing else differs)")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
+}
+
+// diffRemovals says how diff treats trees in the checkout that no custom
+// resource of the input renders: kept are those a Pipeline of the input
+// owns; allowed reports the others without counting them as changes.
+type diffRemovals struct {
+	kept    map[string]bool
+	allowed bool
 }
 
 // maxDiffFile bounds one file read back from the checkout.
@@ -59,7 +100,7 @@ const maxDiffFile = 16 << 20
 // and says whether any differs. Every read goes through an os.Root opened
 // on dir, so neither a path from the input nor a symbolic link in the
 // checkout reads anything outside dir.
-func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles []*render.Bundle) (bool, error) {
+func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles []*render.Bundle, removals diffRemovals) (bool, error) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return false, fmt.Errorf("--dir: %s is not a directory", dir)
 	}
@@ -168,6 +209,34 @@ func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles
 			if _, err := w.Write([]byte(strings.TrimRight(text, "\n") + "\n")); err != nil {
 				return false, fmt.Errorf("write diff: %w", err)
 			}
+		}
+	}
+	// Trees of custom resources that are no longer in the input.
+	base, err := inDir(".")
+	if err != nil {
+		return false, err
+	}
+	found, err := findRenderedTrees(ctx, fsys, base, read)
+	if err != nil {
+		return false, fmt.Errorf("read %s in --dir %s: %w", base, dir, err)
+	}
+	rendered := map[string]bool{}
+	for _, b := range bundles {
+		rendered[b.Dir] = true
+	}
+	for _, t := range removedTrees(found, rendered, removals.kept) {
+		note := ""
+		if removals.allowed {
+			note = "; allowed by --allow-removals"
+		} else {
+			changed = true
+		}
+		files := fmt.Sprintf("%d files", t.files)
+		if t.files == 1 {
+			files = "1 file"
+		}
+		if _, err := fmt.Fprintf(w, "removed: %s is not in --file: %s/ and %s.sync.yaml would be deleted (%s%s)\n", t.source, t.dir, t.dir, files, note); err != nil {
+			return false, fmt.Errorf("write diff: %w", err)
 		}
 	}
 	return changed, nil

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/render"
@@ -43,11 +46,16 @@ type renderFlags struct {
 	// syncNames are the names the target's sync objects carry, by
 	// custom resource (publish).
 	syncNames sourceNames
+	// stdin is the command's standard input, for -f -.
+	stdin func() io.Reader
+	// loaded and loadedFiles are the documents and files of -f, once read.
+	loaded      []inputDoc
+	loadedFiles []string
 }
 
 func (f *renderFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringArrayVarP(&f.files, "file", "f", nil, "custom resource file or directory (*.yaml, *.yml, *.json); repeatable")
+	fl.StringArrayVarP(&f.files, "file", "f", nil, "custom resource file, directory (*.yaml, *.yml, *.json; hidden files and folders skipped) or - for stdin; repeatable")
 	fl.StringArrayVar(&f.catalogs, "catalog", nil, "directory with a user component catalog (CUE package catalog); repeatable, later wins")
 	fl.StringVar(&f.path, "path", ".", "path in the repository under which <namespace>/<kind>/<name>/ is written")
 	fl.StringVar(&f.applier, "applier", "Flux", "applier of the rendered directory: Flux or ArgoCD")
@@ -62,9 +70,10 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.allowedNS, "allowed-namespace", nil, "namespaces besides an Experiment's own that user catalog entries may install into (a Repository's spec.allowedNamespaces); repeatable")
 	fl.StringArrayVar(&f.clusterKinds, "cluster-resource", nil, "Argo CD: a cluster-scoped kind, group/kind (\"/Namespace\" for the core group, \"*\" matches any), an Experiment's AppProject allows its components (a TenantPolicy's spec.clusterResources); repeatable, none by default")
 	fl.StringArrayVar(&f.sourceRepos, "source-repo", nil, "Argo CD: a URL prefix a user catalog entry's source may be fetched from (a TenantPolicy's spec.sourceRepos); repeatable, none by default")
-	fl.StringVar(&f.gcpProject, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	registerGCPProject(fl, &f.gcpProject)
 	fl.Int32Var(&f.stage, "stage", 0, "render each Experiment's commit stage N as the controller commits it: 1 clusters, 2 components, 3 workflow templates, 4 workflow runs (default: the final tree); Workloads have no stages")
 	f.catalogSource.register(fl)
+	f.stdin = cmd.InOrStdin
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -129,11 +138,57 @@ func (f *renderFlags) publish() (render.Publish, error) {
 	return p, nil
 }
 
-// renderAll loads every CR named by --file and renders it. All input errors
-// are collected and returned together. It stops with the context's cause
-// when ctx is done (SIGINT, SIGTERM): the read loop, the feeding loop and
-// every worker check it between documents.
+// renderAll loads every CR named by --file and renders it (see checkAll);
+// the CRs of kinds that do not render are validated only.
 func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
+	crs, err := f.checkAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bundles := make([]*render.Bundle, 0, len(crs))
+	for _, c := range crs {
+		if c.bundle != nil {
+			bundles = append(bundles, c.bundle)
+		}
+	}
+	return bundles, nil
+}
+
+// checkedCR is one custom resource of the input after its check: the file
+// it came from, the object as read, and its bundle when its kind renders
+// (Workload, Experiment) or, for the other kinds of Scribe's API, its
+// typed form validated as the apiserver would admit it.
+type checkedCR struct {
+	file   string
+	obj    map[string]any
+	bundle *render.Bundle
+	typed  client.Object
+}
+
+// inputs reads the -f arguments once (readInputs); a command that renders
+// twice (publish) renders the same input, standard input included.
+func (f *renderFlags) inputs(ctx context.Context) ([]inputDoc, []string, error) {
+	if f.loaded == nil {
+		var stdin io.Reader
+		if f.stdin != nil {
+			stdin = f.stdin()
+		}
+		docs, files, err := readInputs(ctx, f.files, stdin)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.loaded, f.loadedFiles = docs, files
+	}
+	return f.loaded, f.loadedFiles, nil
+}
+
+// checkAll loads every CR named by --file, renders each Workload and
+// Experiment and validates each CR of another kind. All input errors are
+// collected and returned together. It stops with the context's cause
+// when ctx is done (SIGINT, SIGTERM): the read loop, the feeding loop and
+// every worker check it between documents. CRs come back sorted by kind,
+// namespace and name.
+func (f *renderFlags) checkAll(ctx context.Context) ([]*checkedCR, error) {
 	pub, err := f.publish()
 	if err != nil {
 		return nil, err
@@ -150,33 +205,21 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 			return nil, err
 		}
 	}
-	files, err := expandFiles(f.files)
-	if err != nil {
-		return nil, err
-	}
-	// Read and split every file first, then render every document on
+	// Read and split every file first, then check every document on
 	// GOMAXPROCS workers sharing the engine; results are gathered in input
 	// order, so output and errors read as a sequential render's.
 	type doc struct {
-		file string
-		obj  map[string]any
-		err  error // reading or splitting the file
-		b    *render.Bundle
+		inputDoc
+		b     *render.Bundle
+		typed client.Object
 	}
-	var docs []*doc
-	for _, file := range files {
-		data, err := readInput(ctx, file)
-		if err != nil {
-			return nil, err
-		}
-		objs, err := render.ObjectsFromYAML(data)
-		if err != nil {
-			docs = append(docs, &doc{file: file, err: err})
-			continue
-		}
-		for _, obj := range objs {
-			docs = append(docs, &doc{file: file, obj: obj})
-		}
+	in, files, err := f.inputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]*doc, 0, len(in))
+	for _, d := range in {
+		docs = append(docs, &doc{inputDoc: d})
 	}
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("--file: no custom resources in %s", strings.Join(files, ", "))
@@ -187,6 +230,10 @@ func (f *renderFlags) renderAll(ctx context.Context) ([]*render.Bundle, error) {
 		wg.Go(func() {
 			for d := range work {
 				if ctx.Err() != nil {
+					continue
+				}
+				if !renders(d.obj) {
+					d.typed, d.err = engine.Validate(ctx, d.obj)
 					continue
 				}
 				p := pub
@@ -212,6 +259,7 @@ feed:
 		return nil, fmt.Errorf("render stopped: %w", context.Cause(ctx))
 	}
 
+	var crs []*checkedCR
 	var bundles []*render.Bundle
 	var problems []string
 	seen := map[string]string{}
@@ -220,13 +268,22 @@ feed:
 			problems = append(problems, fmt.Sprintf("%s: %v", d.file, d.err))
 			continue
 		}
-		b := d.b
-		if prev, dup := seen[b.Dir]; dup {
-			problems = append(problems, fmt.Sprintf("%s: %s is also rendered from %s", d.file, b.Dir, prev))
+		var key, how string
+		if d.b != nil {
+			key, how = d.b.Dir, "rendered from"
+		} else {
+			kind, _ := d.obj["kind"].(string)
+			key, how = crKey(kind, d.typed.GetNamespace(), d.typed.GetName()), "defined in"
+		}
+		if prev, dup := seen[key]; dup {
+			problems = append(problems, fmt.Sprintf("%s: %s is also %s %s", d.file, key, how, prev))
 			continue
 		}
-		seen[b.Dir] = d.file
-		bundles = append(bundles, b)
+		seen[key] = d.file
+		if d.b != nil {
+			bundles = append(bundles, d.b)
+		}
+		crs = append(crs, &checkedCR{file: d.file, obj: d.obj, bundle: d.b, typed: d.typed})
 	}
 	if len(problems) == 0 {
 		problems = collisions(bundles)
@@ -234,8 +291,42 @@ feed:
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
-	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Dir < bundles[j].Dir })
-	return bundles, nil
+	sort.Slice(crs, func(i, j int) bool { return crs[i].sortKey() < crs[j].sortKey() })
+	return crs, nil
+}
+
+// renders says whether obj is of a kind render renders (Workload,
+// Experiment); any other kind is validated only. An object of no kind of
+// Scribe's renders, so its error says what render accepts.
+func renders(obj map[string]any) bool {
+	switch kind, _ := obj["kind"].(string); kind {
+	case scribev1.PipelineKind, scribev1.RepositoryKind, scribev1.TenantPolicyKind:
+		return false
+	}
+	return true
+}
+
+// crKey names a CR as Kind/namespace/name (cluster-scoped: Kind/name).
+func crKey(kind, namespace, name string) string {
+	if namespace == "" {
+		return kind + "/" + name
+	}
+	return kind + "/" + namespace + "/" + name
+}
+
+// sortKey orders rendered CRs by their directory, as before, and the
+// others after them by kind, namespace and name.
+func (c *checkedCR) sortKey() string {
+	if c.bundle != nil {
+		return "0" + c.bundle.Dir
+	}
+	return "1" + crKey(c.kind(), c.typed.GetNamespace(), c.typed.GetName())
+}
+
+// kind is the CR's kind.
+func (c *checkedCR) kind() string {
+	k, _ := c.obj["kind"].(string)
+	return k
 }
 
 // collisions finds objects that two different custom resources would both
@@ -288,4 +379,24 @@ func collisions(bundles []*render.Bundle) []string {
 		}
 	}
 	return problems
+}
+
+// Flag groups that several commands register, each defined once here.
+
+// registerOutput registers -o/--output, the directory a render is written
+// to (render, publish); where says where in it, DIR or DIR/<path>.
+func registerOutput(fl *pflag.FlagSet, out *string, where string) {
+	fl.StringVarP(out, "output", "o", "", "write the repository tree to "+where+" (replaced atomically; it must be new, empty, or written by Scribe before)")
+}
+
+// registerGCPProject registers --gcp-project (render, validate, diff,
+// publish, controller).
+func registerGCPProject(fl *pflag.FlagSet, project *string) {
+	fl.StringVar(project, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+}
+
+// registerKubeconfig registers --kubeconfig; fallback says where the
+// command looks without it.
+func registerKubeconfig(fl *pflag.FlagSet, kubeconfig *string, fallback string) {
+	fl.StringVar(kubeconfig, "kubeconfig", "", "kubeconfig file (default "+fallback+")")
 }

@@ -76,6 +76,14 @@ $KUBECONFIG, else ~/.kube/config (or the in-cluster config); --context
 picks a context; the namespace is -n, else the context's. Named
 kubectl-scribe on PATH, the binary is also kubectl's plugin: kubectl
 scribe get wl checkout --watch.`,
+		Example: `  # A Workload's rollout, redrawn live
+  scribe get workload checkout -n shop --watch
+
+  # Every Pipeline in every namespace
+  scribe get pl -A
+
+  # An Experiment, through another kubeconfig context
+  scribe get exp tutorial -n lab --context staging`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runGet(cmd, &f, args)

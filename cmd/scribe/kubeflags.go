@@ -17,7 +17,7 @@ type kubeFlags struct {
 }
 
 func (k *kubeFlags) add(fl *pflag.FlagSet) {
-	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
+	registerKubeconfig(fl, &k.kubeconfig, "$KUBECONFIG, then ~/.kube/config")
 	fl.StringVar(&k.context, "context", "", "kubeconfig context (default the current context)")
 	fl.StringVarP(&k.namespace, "namespace", "n", "", "namespace (default the context's, else default)")
 }

@@ -22,6 +22,9 @@ func checkOutput(dir string, inputs []string) error {
 		return fmt.Errorf("-o %s: %w", dir, err)
 	}
 	for _, in := range inputs {
+		if in == stdinArg {
+			continue
+		}
 		p, err := resolvePath(in)
 		if err != nil {
 			return fmt.Errorf("--file %s: %w", in, err)

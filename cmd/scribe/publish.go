@@ -57,7 +57,7 @@ func (p *publishFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&p.git, "git", "", "publish to this Git repository (https://, http://, ssh://, scp form, or a local path or file://); other schemes are refused")
 	fl.StringVar(&p.branch, "branch", "main", "with --git: branch that receives the commit (with --applier ArgoCD it is also --revision); a valid Git branch name, refs/heads/NAME is taken as NAME")
 	fl.StringVar(&p.oci, "oci", "", "publish to this OCI artifact, oci://HOST/REPO[:TAG] (tag latest if omitted)")
-	fl.StringVarP(&p.out, "output", "o", "", "write the tree to DIR/<path> (replaced atomically; it must be new, empty, or written by Scribe before)")
+	registerOutput(fl, &p.out, "DIR/<path>")
 	fl.StringVar(&p.secretDir, "secret-dir", "", "directory laid out as a mounted Secret: username, password, bearerToken, identity, known_hosts (Git) or .dockerconfigjson (OCI)")
 	fl.StringVar(&p.dockerConfig, "docker-config", "", "with --oci: Docker config JSON file with the registry's credentials")
 	fl.StringVar(&p.authorName, "author-name", "", "with --git: commit author name (default Scribe)")
@@ -71,7 +71,7 @@ func newPublishCmd() *cobra.Command {
 	var f renderFlags
 	var p publishFlags
 	cmd := &cobra.Command{
-		Use:   "publish -f FILE|DIR (--git URL [--branch B] | --oci oci://HOST/REPO[:TAG] | -o DIR) [--path P]",
+		Use:   "publish -f FILE|DIR|- (--git URL [--branch B] | --oci oci://HOST/REPO[:TAG] | -o DIR) [--path P]",
 		Short: "Render custom resources and publish them to Git, an OCI registry or a directory",
 		Long: `Publish renders every custom resource exactly as scribe render does and
 publishes all of them at once: one commit on --branch of --git, one artifact
@@ -93,6 +93,14 @@ refused what it already holds (the error's reason is on stderr, such as
 AuthenticationFailed, ObjectConflict for an object another custom resource
 already publishes there, SyncIndexConflict for a kustomization.yaml at
 --path that Scribe did not write, CacheCorrupt); 2: bad input.`,
+		Example: `  # Commit to a branch of a Git repository, with a token from the environment
+  SCRIBE_GIT_TOKEN=... scribe publish -f deploy/ --git https://git.example.com/org/fleet.git --branch main --path clusters/dev
+
+  # Push an OCI artifact that Flux's OCIRepository pulls
+  scribe publish -f deploy/ --oci oci://ghcr.io/org/fleet:dev --docker-config ~/.docker/config.json --source-kind OCIRepository
+
+  # Write into a local checkout, under its clusters/dev
+  scribe publish -f deploy/ -o fleet --path clusters/dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPublish(cmd, &f, &p)

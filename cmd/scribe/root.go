@@ -55,7 +55,16 @@ const pluginName = "kubectl-scribe"
 // runAs is run for the binary invoked as prog (its argv[0]): invoked as
 // kubectl-scribe, usage and help name the command `kubectl scribe`.
 func runAs(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
+	return runIO(ctx, prog, args, nil, stdout, stderr)
+}
+
+// runIO is runAs with stdin as the commands' standard input (nil: the
+// process's).
+func runIO(ctx context.Context, prog string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd()
+	if stdin != nil {
+		root.SetIn(stdin)
+	}
 	if strings.TrimSuffix(filepath.Base(prog), ".exe") == pluginName {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl scribe"}
 	}
@@ -100,6 +109,9 @@ target failed; 2 bad input or any other error; 130 or 143 stopped by
 SIGINT or SIGTERM (128 + the signal): the command stops at its next check,
 writes nothing half-way (-o is atomic) and exits; a second signal exits at
 once.`,
+		Example: `  scribe validate -f deploy/ --strict-refs
+  scribe diff -f deploy/ -d fleet
+  scribe get wl checkout -n shop --watch`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -16,7 +16,9 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of scribe and of its embedded templates",
-		Args:  cobra.NoArgs,
+		Example: `  # The templates line is the templateVersion in each .scribe.json
+  scribe version`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := render.New()
 			if err != nil {
