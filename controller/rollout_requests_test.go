@@ -23,10 +23,6 @@ func startedAt(d time.Duration) func(*scribev1.WorkloadStatus) {
 	return func(st *scribev1.WorkloadStatus) { st.RolloutStartedAt = at(d) }
 }
 
-func promotedStep(n int32) func(*scribev1.WorkloadStatus) {
-	return func(st *scribev1.WorkloadStatus) { st.PromotedStep = &n }
-}
-
 const alice = "alice@example.com"
 
 // The manual requests (annotations written by scribe promote, abort and

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
-
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // TestLoopOperateARolloutWithTheCLI operates a canary by hand with the
