@@ -119,7 +119,7 @@ type noKubeEvents struct{}
 
 var _ record.EventRecorder = noKubeEvents{}
 
-func (noKubeEvents) Event(runtime.Object, string, string, string)                  {}
-func (noKubeEvents) Eventf(runtime.Object, string, string, string, ...any)         {}
+func (noKubeEvents) Event(runtime.Object, string, string, string)          {}
+func (noKubeEvents) Eventf(runtime.Object, string, string, string, ...any) {}
 func (noKubeEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
 }

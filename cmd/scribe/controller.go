@@ -59,6 +59,8 @@ type controllerFlags struct {
 	kubeconfig              string
 	kubeAPIQPS              float32
 	kubeAPIBurst            int
+	eventsAddr              string
+	notificationsNamespace  string
 	// log holds --log-encoding and --log-level, the flags of Flux's
 	// controllers (fluxcd/pkg/runtime/logger).
 	log logger.Options
@@ -89,6 +91,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	f.log.BindFlags(fl)
 	fl.Lookup("log-encoding").Usage = "log encoding: json (one JSON object a line) or console (human-readable)"
 	fl.Lookup("log-level").Usage = "log level: trace, debug, info, warn or error; when not given, $" + envLogLevel + ", if set, decides"
+	fl.StringVar(&f.eventsAddr, "events-addr", "", "also POST every Event to this address, Flux's notification-controller (http://notification-controller.flux-system.svc.cluster.local./), as Flux's controllers do")
+	fl.StringVar(&f.notificationsNamespace, "notifications-namespace", "", "namespace of the notifications engine's ConfigMap "+controller.NotificationsConfigMap+" and Secret "+controller.NotificationsSecret+" (default: the pod's namespace in a cluster; none outside: no notifications)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 }
 
@@ -110,6 +114,13 @@ health is never read back, and Testkube's (testkube) for agent evaluations,
 or their executions are only polled, not watched. --watch-label-selector shards custom resources
 across instances like Flux does, for example
   --watch-label-selector ` + controller.ShardLabel + `=shard1
+
+Notifications: --events-addr also posts every Event to Flux's
+notification-controller, for its Alerts and Providers; the ConfigMap
+` + controller.NotificationsConfigMap + ` and Secret ` + controller.NotificationsSecret + ` in
+--notifications-namespace configure Argo's notifications engine (services,
+triggers, templates), and notifications.argoproj.io/subscribe.* annotations
+on a Workload, Experiment or Pipeline subscribe to its triggers.
 
 Environment:
   LOG_LEVEL                    trace, debug, info (default), warn or error;
@@ -286,6 +297,11 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
 		NoCrossNamespaceRefs: f.noCrossNamespaceRefs,
 		ApplierNamespaces:    f.applierNamespaces,
+		Notify: controller.NotifyOptions{
+			EventsAddr: f.eventsAddr,
+			Namespace:  f.notificationsNamespaceOrPod(),
+			Registerer: ctrlmetrics.Registry,
+		},
 	}); err != nil {
 		return err
 	}
@@ -347,6 +363,22 @@ func (f *controllerFlags) metricsOptions() metricsserver.Options {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return o
+}
+
+// podNamespaceFile holds the pod's namespace in a cluster.
+const podNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// notificationsNamespaceOrPod is --notifications-namespace, or the pod's
+// namespace, or none outside a cluster.
+func (f *controllerFlags) notificationsNamespaceOrPod() string {
+	if f.notificationsNamespace != "" {
+		return f.notificationsNamespace
+	}
+	b, err := os.ReadFile(podNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // optionsCommitInterval is --commit-interval as controller.Options takes
