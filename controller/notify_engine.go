@@ -55,7 +55,7 @@ func (s *engineSink) send(ctx context.Context, n notification) error {
 		return nil
 	}
 	trigger := triggerFor(n.kind, n.reason)
-	subs := subscriptions.NewAnnotations(o.GetAnnotations())
+	subs := subscriptionAnnotations(o.GetAnnotations())
 	if len(subs) == 0 && !s.hasGlobalSubscriptions(ctx) {
 		return nil
 	}
@@ -89,6 +89,23 @@ func (s *engineSink) send(ctx context.Context, n notification) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// subscriptionAnnotationPrefix starts the annotations that subscribe an
+// object to triggers, as on Argo CD Applications and Argo Rollouts.
+const subscriptionAnnotationPrefix = "notifications.argoproj.io/subscri"
+
+// subscriptionAnnotations are the object's subscriptions (subscribe.*,
+// subscriptions) without its other annotations, which the engine would
+// read as subscriptions to its default triggers.
+func subscriptionAnnotations(annotations map[string]string) subscriptions.Annotations {
+	subs := subscriptions.Annotations{}
+	for k, v := range annotations {
+		if strings.HasPrefix(k, subscriptionAnnotationPrefix) {
+			subs[k] = v
+		}
+	}
+	return subs
 }
 
 // hasGlobalSubscriptions: the ConfigMap subscribes objects by label, so

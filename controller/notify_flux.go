@@ -11,6 +11,7 @@ import (
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,10 @@ type postResult struct {
 // http://notification-controller.flux-system.svc.cluster.local./).
 func newFluxSink(scheme *runtime.Scheme, log logr.Logger, addr string) (*fluxSink, error) {
 	s := &fluxSink{}
+	if log.GetSink() == nil {
+		// The Flux recorder asks the sink its level; logr.Discard has none.
+		log = funcr.New(func(string, string) {}, funcr.Options{})
+	}
 	rec, err := fluxevents.NewRecorderForScheme(scheme, noKubeEvents{}, log, addr, eventSource)
 	if err != nil {
 		return nil, fmt.Errorf("--events-addr %q: %w", addr, err)
