@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -110,7 +112,16 @@ type Notifier struct {
 	results *prometheus.CounterVec
 	// timeout bounds one notification's send to one sink.
 	timeout time.Duration
+
+	// published remembers each object's last published revision, for
+	// the Events recorded while a new intent has none yet (see
+	// eventRevision).
+	mu        sync.Mutex
+	published map[types.UID]string
 }
+
+// maxRemembered bounds Notifier.published: past it, it starts again.
+const maxRemembered = 10000
 
 var _ events.EventRecorder = (*Notifier)(nil)
 
@@ -128,10 +139,11 @@ const maxHungSends = 4
 // newNotifier records to rec and delivers to sinks once started.
 func newNotifier(rec events.EventRecorder, scheme *runtime.Scheme, log logr.Logger, reg prometheus.Registerer, sinks ...sink) (*Notifier, error) {
 	n := &Notifier{
-		events:  rec,
-		scheme:  scheme,
-		log:     log,
-		timeout: 30 * time.Second,
+		published: map[types.UID]string{},
+		events:    rec,
+		scheme:    scheme,
+		log:       log,
+		timeout:   30 * time.Second,
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scribe_notifications_total",
 			Help: "Events delivered to a notification sink (flux, engine) by result: sent, failed, dropped (queue full).",
@@ -184,12 +196,33 @@ func (n *Notifier) notification(obj runtime.Object, typ, reason, message string)
 	if typ == "" {
 		typ = corev1.EventTypeNormal
 	}
-	return notification{obj: cp, kind: gvk.Kind, typ: typ, reason: reason, message: message, revision: eventRevision(cp)}, nil
+	return notification{obj: cp, kind: gvk.Kind, typ: typ, reason: reason, message: message, revision: n.revision(cp)}, nil
 }
 
-// eventRevision is the commit an Event is about: the object's last
-// published revision.
-func eventRevision(obj runtime.Object) string {
+// revision is the commit an Event is about: the object's published
+// revision or, while a new intent is being committed (a rollback, the
+// next step: status has no revision then), the last one published before
+// it, the revision the Event moves away from.
+func (n *Notifier) revision(obj runtime.Object) string {
+	rev := statusRevision(obj)
+	o, ok := obj.(metav1.Object)
+	if !ok || o.GetUID() == "" {
+		return rev
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if rev == "" {
+		return n.published[o.GetUID()]
+	}
+	if len(n.published) >= maxRemembered {
+		clear(n.published)
+	}
+	n.published[o.GetUID()] = rev
+	return rev
+}
+
+// statusRevision is the revision obj's status says is published.
+func statusRevision(obj runtime.Object) string {
 	switch o := obj.(type) {
 	case *scribev1.Workload:
 		return o.Status.Revision

@@ -133,6 +133,14 @@ func TestNotifierForwardsEventsToFluxNotificationController(t *testing.T) {
 	startNotifier(t, n)
 
 	w := rolledBackWorkload(map[string]string{eventv1.Group + "/team": "payments", "unrelated": "x"})
+	n.Eventf(w, nil, corev1.EventTypeWarning, "CheckFailed", "CheckFailed", "round 2 of 2 failed")
+	if ev := await(t, received, "CheckFailed event"); ev.Reason != "CheckFailed" || ev.Metadata["scribe.dev/revision"] != w.Status.Revision {
+		t.Errorf("CheckFailed event: reason %q metadata %v", ev.Reason, ev.Metadata)
+	}
+	await(t, k8s.Events, "Kubernetes Event of CheckFailed")
+	// A rollback is a new intent: status has no revision until it is
+	// committed, and the event names the revision rolled back from.
+	w.Status.Revision = ""
 	n.Eventf(w, nil, corev1.EventTypeWarning, "RolledBack", "RolledBack", "%s failed its checks; back to %s", "v2", "v1")
 	w.Status.Revision = "changed after the event"
 
