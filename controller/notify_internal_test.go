@@ -225,8 +225,8 @@ func engineFixture(slackURL, teamsURL, hookURL string) (*corev1.ConfigMap, *core
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: NotificationsConfigMap, Namespace: "scribe-system"},
 		Data: map[string]string{
-			"service.slack": "token: $slack-token\napiURL: " + slackURL + "/api/\n",
-			"service.teams": "recipientUrls:\n  ops: $teams-ops-url\n",
+			"service.slack":              "token: $slack-token\napiURL: " + slackURL + "/api/\n",
+			"service.teams":              "recipientUrls:\n  ops: $teams-ops-url\n",
 			"service.webhook.deploy-log": "url: " + hookURL + "\nheaders:\n- name: Content-Type\n  value: application/json\n- name: Authorization\n  value: Bearer $hook-token\n",
 			"template.rolled-back-hook": `webhook:
   deploy-log:

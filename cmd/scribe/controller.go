@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,6 +200,16 @@ func (f *controllerFlags) check() error {
 	for _, ns := range f.watchNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+		}
+	}
+	if f.eventsAddr != "" {
+		if u, err := url.Parse(f.eventsAddr); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("--events-addr %q is not an http(s) URL, such as http://notification-controller.flux-system.svc.cluster.local./", f.eventsAddr))
+		}
+	}
+	if ns := f.notificationsNamespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("--notifications-namespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
 		}
 	}
 	if f.log.LogEncoding != "json" && f.log.LogEncoding != "console" {
