@@ -64,6 +64,8 @@ var defaultTriggers = []defaultTrigger{
 	{scribev1.WorkloadKind, "AwaitingPromotion", "awaiting promotion"},
 	{scribev1.WorkloadKind, "PullRequestOpened", "awaiting review"},
 	{scribev1.WorkloadKind, "Aborted", "aborted"},
+	{scribev1.WorkloadKind, "PromoteRequested", "promotion requested"},
+	{scribev1.WorkloadKind, "RetryRequested", "retry requested"},
 	{scribev1.WorkloadKind, "Promoted", "rollout completed"},
 	{scribev1.ExperimentKind, string(scribev1.ExperimentProvisioning), "experiment provisioning"},
 	{scribev1.ExperimentKind, string(scribev1.ExperimentReady), "experiment ready"},
