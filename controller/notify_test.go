@@ -89,7 +89,7 @@ func TestWorkloadRollbackIsNotifiedToFluxAndSlack(t *testing.T) {
 	f.deployStable(t, w)
 	ks := kustomizationName("Workload", f.ns, "web")
 	f.addVersion(t, "v2", func(w *scribev1.Workload) {
-		w.Spec.Rollout.Steps[0].Pause = &metav1.Duration{Duration: time.Hour}
+		w.Spec.Rollout.Steps[0].Pause = scribev1.PauseFor(time.Hour)
 		w.Spec.Rollout.Analysis = &scribev1.Analysis{
 			Interval: &metav1.Duration{Duration: 200 * time.Millisecond}, Threshold: 2,
 			Checks: []scribev1.Check{{Name: "restarts", Type: "restarts", Max: "1"}},
