@@ -115,7 +115,7 @@ type Notifier struct {
 
 	// published remembers each object's last published revision, for
 	// the Events recorded while a new intent has none yet (see
-	// eventRevision).
+	// revision).
 	mu        sync.Mutex
 	published map[types.UID]string
 }
