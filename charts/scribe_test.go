@@ -281,6 +281,7 @@ func TestChartRenders(t *testing.T) {
 			"watchNamespaces":   []any{"flux-system", "apps"},
 			"applierNamespaces": []any{"flux-system", "tenants-flux"},
 			"labelSelector":     "sharding.scribe.dev/key=shard1",
+			"eventsAddr":        "http://notification-controller.flux-system.svc.cluster.local./",
 			"metrics":           map[string]any{"secure": false},
 			"serviceAccount":    map[string]any{"create": false, "name": "existing"},
 			"resources":         nil,
@@ -290,7 +291,7 @@ func TestChartRenders(t *testing.T) {
 			if c.Image != "registry.example/scribe@sha256:"+strings.Repeat("0123456789abcdef", 4) {
 				t.Errorf("image %q", c.Image)
 			}
-			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--applier-namespaces=flux-system,tenants-flux", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50"} {
+			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--applier-namespaces=flux-system,tenants-flux", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50", "--events-addr=http://notification-controller.flux-system.svc.cluster.local./"} {
 				if !slices.Contains(c.Args, want) {
 					t.Errorf("args %q lack %s", c.Args, want)
 				}
@@ -339,6 +340,7 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"a namespace that is not a DNS label", "watchNamespaces={Flux_System}", []string{"watchNamespaces"}},
 		{"a string for a boolean", "crds.keep=maybe", []string{"keep"}},
 		{"concurrent of 0", "concurrent=0", []string{"concurrent"}},
+		{"an events address that is not an HTTP URL", "eventsAddr=notification-controller:80", []string{"eventsAddr"}},
 		{"a PDB percentage without %", "podDisruptionBudget.minAvailable=half", []string{"minAvailable"}},
 		{"a Service type Kubernetes does not know", "metrics.service.type=Ingress", []string{"type"}},
 		{"an invalid scrape interval", "metrics.serviceMonitor.interval=often", []string{"interval"}},

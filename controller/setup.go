@@ -102,6 +102,8 @@ type Options struct {
 	// TenantPolicy selects may put their sync objects; nil means
 	// DefaultApplierNamespaces.
 	ApplierNamespaces []string
+	// Notify: where Events go besides the API server.
+	Notify NotifyOptions
 }
 
 // DefaultWatchedPoll is Options.WatchedPoll's default.
@@ -219,9 +221,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err := (&RepositoryReconciler{Publisher: p, Interval: opts.RepositoryInterval, RetryInterval: 30 * time.Second}).SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("repository controller: %w", err)
 	}
+	events, err := setupNotifier(mgr, opts.Notify)
+	if err != nil {
+		return nil, fmt.Errorf("notifications: %w", err)
+	}
 	wr := &WorkloadReconciler{
 		Publisher:   p,
-		Events:      mgr.GetEventRecorder("scribe-controller"),
+		Events:      events,
 		Checks:      &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient, Secrets: p.Resolver.Secret, Templates: mgr.GetAPIReader()},
 		Poll:        opts.Poll,
 		WatchedPoll: opts.WatchedPoll,
@@ -229,12 +235,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	if err := wr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("workload controller: %w", err)
 	}
-	pr := &PipelineReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("scribe-controller"), Metrics: opts.Metrics}
+	pr := &PipelineReconciler{Client: mgr.GetClient(), Events: events, Metrics: opts.Metrics}
 	if err := pr.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, err
 	}
 	// Experiments.
-	er := &ExperimentReconciler{Publisher: p, Events: mgr.GetEventRecorder("scribe-controller"), Poll: opts.Poll}
+	er := &ExperimentReconciler{Publisher: p, Events: events, Poll: opts.Poll}
 	if err := er.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("experiment controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,8 @@ type controllerFlags struct {
 	kubeconfig              string
 	kubeAPIQPS              float32
 	kubeAPIBurst            int
+	eventsAddr              string
+	notificationsNamespace  string
 	// log holds --log-encoding and --log-level, the flags of Flux's
 	// controllers (fluxcd/pkg/runtime/logger).
 	log logger.Options
@@ -90,6 +93,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.Lookup("log-encoding").Usage = "log encoding: json (one JSON object a line) or console (human-readable)"
 	fl.Lookup("log-level").Usage = "log level: trace, debug, info, warn or error; when not given, $" + envLogLevel + ", if set, decides"
 	registerKubeconfig(fl, &f.kubeconfig, "$KUBECONFIG, then the in-cluster config, then ~/.kube/config")
+	fl.StringVar(&f.eventsAddr, "events-addr", "", "also POST every Event to this address, Flux's notification-controller (http://notification-controller.flux-system.svc.cluster.local./), as Flux's controllers do")
+	fl.StringVar(&f.notificationsNamespace, "notifications-namespace", "", "namespace of the notifications engine's ConfigMap "+controller.NotificationsConfigMap+" and Secret "+controller.NotificationsSecret+" (default: the pod's namespace in a cluster; none outside: no notifications)")
 }
 
 func newControllerCmd() *cobra.Command {
@@ -116,6 +121,13 @@ health is never read back, and Testkube's (testkube) for agent evaluations,
 or their executions are only polled, not watched. --watch-label-selector shards custom resources
 across instances like Flux does, for example
   --watch-label-selector ` + controller.ShardLabel + `=shard1
+
+Notifications: --events-addr also posts every Event to Flux's
+notification-controller, for its Alerts and Providers; the ConfigMap
+` + controller.NotificationsConfigMap + ` and Secret ` + controller.NotificationsSecret + ` in
+--notifications-namespace configure Argo's notifications engine (services,
+triggers, templates), and notifications.argoproj.io/subscribe.* annotations
+on a Workload, Experiment or Pipeline subscribe to its triggers.
 
 Environment:
   LOG_LEVEL                    trace, debug, info (default), warn or error;
@@ -200,6 +212,16 @@ func (f *controllerFlags) check() error {
 	for _, ns := range f.watchNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+		}
+	}
+	if f.eventsAddr != "" {
+		if u, err := url.Parse(f.eventsAddr); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("--events-addr %q is not an http(s) URL, such as http://notification-controller.flux-system.svc.cluster.local./", f.eventsAddr))
+		}
+	}
+	if ns := f.notificationsNamespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("--notifications-namespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
 		}
 	}
 	if f.log.LogEncoding != "json" && f.log.LogEncoding != "console" {
@@ -298,6 +320,11 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
 		NoCrossNamespaceRefs: f.noCrossNamespaceRefs,
 		ApplierNamespaces:    f.applierNamespaces,
+		Notify: controller.NotifyOptions{
+			EventsAddr: f.eventsAddr,
+			Namespace:  f.notificationsNamespaceOrPod(),
+			Registerer: ctrlmetrics.Registry,
+		},
 	}); err != nil {
 		return err
 	}
@@ -359,6 +386,22 @@ func (f *controllerFlags) metricsOptions() metricsserver.Options {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return o
+}
+
+// podNamespaceFile holds the pod's namespace in a cluster.
+const podNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// notificationsNamespaceOrPod is --notifications-namespace, or the pod's
+// namespace, or none outside a cluster.
+func (f *controllerFlags) notificationsNamespaceOrPod() string {
+	if f.notificationsNamespace != "" {
+		return f.notificationsNamespace
+	}
+	b, err := os.ReadFile(podNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // optionsCommitInterval is --commit-interval as controller.Options takes

@@ -138,6 +138,9 @@ func TestControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--kube-api-burst", "-5"}, "--kube-api-burst"},
 		{[]string{"--log-encoding", "text"}, "--log-encoding"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--events-addr", "notification-controller:80"}, "--events-addr"},
+		{[]string{"--events-addr", "http://"}, "--events-addr"},
+		{[]string{"--notifications-namespace", "Flux_System"}, "--notifications-namespace"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append([]string{"controller", "--kubeconfig", missing, "--data-dir", t.TempDir()}, tc.args...)
@@ -226,6 +229,8 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 			"--watch-label-selector", controller.ShardLabel + "=shard1",
 			"--data-dir", t.TempDir(),
 			"--concurrent", "2",
+			"--events-addr", "http://" + freePort(t) + "/",
+			"--notifications-namespace", "default",
 		}, &stdout, &stderr)
 	}()
 	fail := func(format string, args ...any) {
