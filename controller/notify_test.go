@@ -101,17 +101,7 @@ func TestWorkloadRollbackIsNotifiedToFluxAndSlack(t *testing.T) {
 	})
 	step1 := w.Status.Revision
 	f.deploymentReady(t, "web-v2", true)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-v2-abc", Namespace: f.ns, Labels: podLabels("web-v2")},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "ghcr.io/example/web:v2"}}},
-	}
-	if err := f.e.c.Create(f.ctx(), pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: 7}}
-	if err := f.e.c.Status().Update(f.ctx(), pod); err != nil {
-		t.Fatal(err)
-	}
+	f.crashingPod(t, "web-v2")
 	f.playFlux(t, ks, step1, true, "", "")
 	f.waitWorkload(t, "rollback", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadRolledBack })
 

@@ -401,6 +401,23 @@ func podLabels(deployment string) map[string]string {
 	return map[string]string{"app": deployment, controller.WorkloadLabel: workload}
 }
 
+// crashingPod creates a pod of deployment whose container has restarted
+// seven times, as the kubelet reports a crash-looping one.
+func (f *fixture) crashingPod(t *testing.T, deployment string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: deployment + "-abc", Namespace: f.ns, Labels: podLabels(deployment)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "ghcr.io/example/web:v2"}}},
+	}
+	if err := f.e.c.Create(f.ctx(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: 7}}
+	if err := f.e.c.Status().Update(f.ctx(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // deploymentReady creates or updates a Deployment as kube-controller-manager
 // would report it once its pods run: available at its generation, or not.
 func (f *fixture) deploymentReady(t *testing.T, name string, available bool) {

@@ -108,17 +108,7 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 
 			// v2 runs but its pod keeps crashing: the checks fail.
 			f.deploymentReady(t, "web-v2", true)
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "web-v2-abc", Namespace: f.ns, Labels: podLabels("web-v2")},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "ghcr.io/example/web:v2"}}},
-			}
-			if err := f.e.c.Create(f.ctx(), pod); err != nil {
-				t.Fatal(err)
-			}
-			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: 7}}
-			if err := f.e.c.Status().Update(f.ctx(), pod); err != nil {
-				t.Fatal(err)
-			}
+			f.crashingPod(t, "web-v2")
 			f.playFlux(t, ks, step1, true, "", "")
 
 			if mode == scribev1.RollbackPullRequest {

@@ -30,18 +30,8 @@ import (
 // on a status change (and only on a change of what it shows), saying the
 // Workload was deleted, and stopping on cancel.
 func TestGetShowsAndWatchesAWorkloadOnAnAPIServer(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
-	}
 	upstream := crdstest.Files(t, "flux-kustomize")
-	env := &envtest.Environment{CRDDirectoryPaths: append([]string{filepath.Join("..", "..", "config", "crd", "bases")}, upstream...),
-		ErrorIfCRDPathMissing: true, CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 3 * time.Minute}}
-	cfg, err := env.Start()
-	if err != nil {
-		_ = env.Stop()
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env, cfg := startAPIServer(t, upstream...)
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
