@@ -31,17 +31,7 @@ const alice = "alice@example.com"
 // whether or not there was anything to act on.
 func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 	type fields = map[string]string
-	for _, tc := range []struct {
-		name    string
-		spec    *scribev1.WorkloadSpec
-		status  scribev1.WorkloadStatus
-		obs     RolloutObservations
-		kind    RolloutActionKind
-		requeue time.Duration
-		fields  fields
-		marks   []string
-		events  []string
-	}{
+	walkDecisions(t, []decisionRow{
 		{name: "a step with pause: {} is held until promoted, and says so once",
 			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50"),
 			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
@@ -144,14 +134,36 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
 			kind: RolloutPromote, requeue: time.Millisecond, fields: fields{"stable": "v2", "history": "v2 Promoted at step 3 (c2, started t0-1h0m0s) "},
 			events: []string{"Promoted: v2 is stable"}},
-	} {
+	})
+}
+
+// decisionRow is a row of a DecideRollout table: what it starts from and
+// observed, and the action, requeue, status fields, marks and events it
+// must decide.
+type decisionRow struct {
+	name    string
+	spec    *scribev1.WorkloadSpec
+	status  scribev1.WorkloadStatus
+	obs     RolloutObservations
+	kind    RolloutActionKind
+	webhook scribev1.WebhookType
+	requeue time.Duration
+	fields  map[string]string
+	marks   []string
+	events  []string
+}
+
+// walkDecisions decides every row at t0 and checks its outcome.
+func walkDecisions(t *testing.T, rows []decisionRow) {
+	t.Helper()
+	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.obs.Poll == 0 {
 				tc.obs.Poll = poll
 			}
 			st, act := DecideRollout(tc.spec, tc.status, tc.obs, t0)
-			if act.Kind != tc.kind {
-				t.Fatalf("action %s, want %s (marks %v, events %v)", act.Kind, tc.kind, short(act.Marks), eventList(act.Events))
+			if act.Kind != tc.kind || act.Webhook != tc.webhook {
+				t.Fatalf("action %s %s, want %s %s (marks %v, events %v)", act.Kind, act.Webhook, tc.kind, tc.webhook, short(act.Marks), eventList(act.Events))
 			}
 			if act.Requeue != tc.requeue {
 				t.Errorf("requeue %s, want %s", act.Requeue, tc.requeue)

@@ -26,18 +26,7 @@ func hooksAnswer(typ scribev1.WebhookType, ok bool) *WebhookRound {
 // rollback webhook with the analysis rounds.
 func TestDecideRolloutAsksTheWebhooksAtTheirGates(t *testing.T) {
 	type fields = map[string]string
-	for _, tc := range []struct {
-		name    string
-		spec    *scribev1.WorkloadSpec
-		status  scribev1.WorkloadStatus
-		obs     RolloutObservations
-		kind    RolloutActionKind
-		webhook scribev1.WebhookType
-		requeue time.Duration
-		fields  fields
-		marks   []string
-		events  []string
-	}{
+	walkDecisions(t, []decisionRow{
 		{name: "the canary available at weight 0: the pre-rollout webhooks are asked before it gets traffic",
 			spec: web("v1,v2", hook("gate", scribev1.WebhookPreRollout)), status: canaryAt(0, "v1=100,v2=0"),
 			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy},
@@ -97,19 +86,5 @@ func TestDecideRolloutAsksTheWebhooksAtTheirGates(t *testing.T) {
 			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Analysis: true, Checks: &AnalysisRound{Rollback: hooksAnswer(scribev1.WebhookRollback, false)}},
 			kind: RolloutWait, requeue: 30 * time.Second, fields: fields{"analysedAt": "t0", "rolledBack": ""},
 			marks: []string{"Reconciling=True/Progressing"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.obs.Poll == 0 {
-				tc.obs.Poll = poll
-			}
-			st, act := DecideRollout(tc.spec, tc.status, tc.obs, t0)
-			if act.Kind != tc.kind || act.Webhook != tc.webhook {
-				t.Fatalf("action %s %s, want %s %s (marks %v, events %v)", act.Kind, act.Webhook, tc.kind, tc.webhook, short(act.Marks), eventList(act.Events))
-			}
-			if act.Requeue != tc.requeue {
-				t.Errorf("requeue %s, want %s", act.Requeue, tc.requeue)
-			}
-			checkOutcome(t, view(st), tc.fields, act.Marks, tc.marks, act.Events, tc.events)
-		})
-	}
+	})
 }
