@@ -3,6 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,7 +15,13 @@ import (
 	"testing"
 	"time"
 
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
@@ -24,7 +35,18 @@ func TestLoopOperateARolloutWithTheCLI(t *testing.T) {
 	t.Parallel()
 	appliers(t, func(t *testing.T, applier scribev1.ApplierKind) {
 		ns := "operate"
-		s := newNodeLoop(t, applier, ns)
+		skipWithoutLoop(t)
+		s := StartOpts(t, StackOptions{Applier: applier, RealNode: true})
+		if err := s.Node.PushDemoApp(context.Background(), s.logf, "example/web", "1", "2", "3"); err != nil {
+			t.Fatalf("the demo app's image: %v", err)
+		}
+		// A Flux notification-controller's event endpoint and Slack's API,
+		// played on the bridge where Scribe's pod reaches them, each
+		// speaking its real wire format.
+		rx := startNotificationReceivers(t, s)
+		s.InstallScribe(t, InstallOptions{Values: []string{"eventsAddr=" + rx.fluxURL}})
+		notificationsConfig(t, s, rx.slackURL)
+		newNamespaceAndRepository(t, s, ns)
 		ctx := context.Background()
 		cli := scribeCLI(t)
 		scribe := func(args ...string) string {
@@ -37,6 +59,7 @@ func TestLoopOperateARolloutWithTheCLI(t *testing.T) {
 			return string(out)
 		}
 		w := canaryWorkload(ns)
+		w.Annotations = map[string]string{"notifications.argoproj.io/subscribe.on-rolled-back.slack": "deploys"}
 		// 10 % and 50 %, each held until promoted.
 		w.Spec.Rollout.Steps[0].Pause = &scribev1.RolloutPause{}
 		w.Spec.Rollout.Steps[1].Pause = &scribev1.RolloutPause{}
@@ -84,15 +107,18 @@ func TestLoopOperateARolloutWithTheCLI(t *testing.T) {
 			t.Errorf("the rollback's commit message does not say who aborted and why:\n%s", msg)
 		}
 
+		rx.expectRollback(t, ns, "p99 latency doubled")
+
 		scribe("retry", "workload", "web")
 		poll(t, 3*time.Minute, "v2 rolled out again after scribe retry, held at step 1", held("web-v1=90,web-v2=10"))
 
 		out := watched()
-		for _, want := range []string{"held until promoted", "RolledBack"} {
+		for _, want := range []string{"held until promoted", "RolledBack", "Aborted at step 2"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("scribe get --watch never showed %q:\n%s", want, out)
 			}
 		}
+		t.Logf("the last frames of scribe get --watch:\n%s", lastFrames(out, 2))
 	})
 }
 
@@ -167,4 +193,113 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// lastFrames is the last n frames of a --watch output (frames start with
+// their "Workload:" line).
+func lastFrames(out string, n int) string {
+	i := len(out)
+	for ; n > 0 && i > 0; n-- {
+		i = strings.LastIndex(out[:i], "Workload:")
+		if i < 0 {
+			return out
+		}
+	}
+	return out[i:]
+}
+
+// receivers are a played notification-controller and Slack API.
+type receivers struct {
+	fluxURL, slackURL string
+	flux              chan eventv1.Event
+	slack             chan url.Values
+}
+
+// startNotificationReceivers serves, on an address Scribe's pod reaches,
+// notification-controller's event endpoint (a POST of an event/v1beta1
+// Event) and Slack's chat.postMessage (a form, answered as Slack does).
+func startNotificationReceivers(t *testing.T, s *Stack) *receivers {
+	t.Helper()
+	rx := &receivers{flux: make(chan eventv1.Event, 256), slack: make(chan url.Values, 16)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/events/", func(w http.ResponseWriter, r *http.Request) {
+		var ev eventv1.Event
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case rx.flux <- ev:
+		default:
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("/slack/api/chat.postMessage", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		select {
+		case rx.slack <- r.PostForm:
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok": true, "channel": "C1", "ts": "1.1"}`)
+	})
+	addr, err := s.servedAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	rx.fluxURL, rx.slackURL = "http://"+addr+"/events/", "http://"+addr+"/slack/api/"
+	return rx
+}
+
+// notificationsConfig writes the notifications engine's ConfigMap and
+// Secret, as an Argo CD user writes argocd-notifications-cm, in Scribe's
+// namespace: a Slack service at slackURL.
+func notificationsConfig(t *testing.T, s *Stack, slackURL string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.NotificationsConfigMap, Namespace: ScribeNamespace},
+			Data: map[string]string{"service.slack": "token: $slack-token\napiURL: " + slackURL + "\n"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: controller.NotificationsSecret, Namespace: ScribeNamespace},
+			Data: map[string][]byte{"slack-token": []byte("xoxb-e2e")}},
+	} {
+		if err := s.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// expectRollback waits for the rollback of web in ns to reach both
+// receivers: an error event about the Workload, and a Slack message to
+// the channel its annotation subscribes.
+func (rx *receivers) expectRollback(t *testing.T, ns, why string) {
+	t.Helper()
+	deadline := time.After(2 * time.Minute)
+	var seen []string
+	for found := false; !found; {
+		select {
+		case ev := <-rx.flux:
+			seen = append(seen, ev.Severity+" "+ev.Reason)
+			o := ev.InvolvedObject
+			found = ev.Reason == "RolledBack" && o.Kind == scribev1.WorkloadKind && o.Namespace == ns && o.Name == "web" &&
+				ev.Severity == eventv1.EventSeverityError && strings.Contains(ev.Message, why)
+		case <-deadline:
+			t.Fatalf("no RolledBack event reached the notification-controller receiver; it got %v", seen)
+		}
+	}
+	select {
+	case form := <-rx.slack:
+		if form.Get("channel") != "deploys" || !strings.Contains(form.Get("text"), "rolled back") {
+			t.Errorf("Slack got channel %q, text %q", form.Get("channel"), form.Get("text"))
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no Slack message for the rollback")
+	}
 }
