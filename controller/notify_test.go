@@ -13,7 +13,6 @@ import (
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -71,18 +70,7 @@ func TestWorkloadRollbackIsNotifiedToFluxAndSlack(t *testing.T) {
 	}
 	startControllerWith(t, f.e, f.ns, controller.Options{Poll: 150 * time.Millisecond, Concurrency: 2, CommitInterval: -1,
 		Notify: controller.NotifyOptions{EventsAddr: fluxSrv.URL, Namespace: f.ns}})
-	waitFor(t, "the Repository to be Ready", func() (bool, string) {
-		r := &scribev1.Repository{}
-		if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "default"}, r); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range r.Status.Conditions {
-			if c.Type == scribev1.ReadyCondition {
-				return c.Status == metav1.ConditionTrue, c.Message
-			}
-		}
-		return false, "no Ready condition"
-	})
+	f.waitRepositoriesReady(t, []string{"default"})
 
 	w := workload(f.ns, "v1")
 	w.Annotations = map[string]string{"notifications.argoproj.io/subscribe.on-rolled-back.slack": "deploys"}

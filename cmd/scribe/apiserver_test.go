@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
 )
 
 // startAPIServer starts a kube-apiserver serving Scribe's CRDs and the
@@ -27,4 +32,33 @@ func startAPIServer(t *testing.T, upstream ...string) (*envtest.Environment, *re
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	return env, cfg
+}
+
+// adminClient is a client of cfg with Scribe's scheme.
+func adminClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// canaryFixture is the Workload of fixtures/valid/workload-canary-50.yaml,
+// mid-canary at step 2 of 3.
+func canaryFixture(t *testing.T) scribev1.Workload {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixtures, "valid", "workload-canary-50.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w scribev1.Workload
+	if err := yaml.Unmarshal(data, &w); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

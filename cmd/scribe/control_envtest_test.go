@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/controller"
 )
 
 // The control verbs write Scribe's own resources on a real API server,
@@ -24,23 +19,9 @@ import (
 // refuses a kind it does not act on, and a missing object.
 func TestControlVerbsWriteRequestsAndFlagsOnAnAPIServer(t *testing.T) {
 	env, cfg := startAPIServer(t)
-	scheme, err := controller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminClient(t, cfg)
 	ctx := context.Background()
-	data, err := os.ReadFile(filepath.Join(fixtures, "valid", "workload-canary-50.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w scribev1.Workload
-	if err := yaml.Unmarshal(data, &w); err != nil {
-		t.Fatal(err)
-	}
+	w := canaryFixture(t)
 	w.Namespace, w.Name = "default", "web"
 	if err := admin.Create(ctx, &w); err != nil {
 		t.Fatal(err)

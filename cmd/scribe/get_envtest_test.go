@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 )
 
@@ -32,26 +28,12 @@ import (
 func TestGetShowsAndWatchesAWorkloadOnAnAPIServer(t *testing.T) {
 	upstream := crdstest.Files(t, "flux-kustomize")
 	env, cfg := startAPIServer(t, upstream...)
-	scheme, err := controller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminClient(t, cfg)
 	ctx := context.Background()
 
 	// The Workload mid-canary (step 2 of 3, weight 50) of the fixture, and
 	// its Flux Kustomization reporting the commit applied.
-	data, err := os.ReadFile(filepath.Join(fixtures, "valid", "workload-canary-50.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w scribev1.Workload
-	if err := yaml.Unmarshal(data, &w); err != nil {
-		t.Fatal(err)
-	}
+	w := canaryFixture(t)
 	w.Namespace = "default"
 	status := w.Status
 	const commit = "0123456789abcdef0123456789abcdef01234567"
