@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
 // fluxSink POSTs Events to Flux's notification-controller as Flux's own
@@ -73,7 +71,8 @@ func (s *fluxSink) send(_ context.Context, n notification) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.result = postResult{}
-	s.rec.AnnotatedEventf(n.obj, fluxMetadata(n), n.typ, n.reason, "%s", n.message)
+	involved, group, object := fluxInvolved(n.obj)
+	s.rec.AnnotatedEventf(involved, fluxMetadata(n, group, object), n.typ, n.reason, "%s", n.message)
 	switch r := s.result; {
 	case r.err != nil:
 		return r.err
@@ -87,17 +86,21 @@ func (s *fluxSink) send(_ context.Context, n notification) error {
 }
 
 // fluxMetadata are an Event's metadata in Flux's conventions: keys
-// prefixed with the involved object's API group, which
+// prefixed with the involved object's API group (group), which
 // notification-controller strips (dropping every other group's): the
-// revision the Event is about and a token, the object's generation, that
-// tells events of two generations apart.
-func fluxMetadata(n notification) map[string]string {
+// revision the Event is about, a token, the object's generation, that
+// tells events of two generations apart, and, when the involved object is
+// the Kustomization delivering it, the Scribe object (object).
+func fluxMetadata(n notification, group, object string) map[string]string {
 	md := map[string]string{}
 	if n.revision != "" {
-		md[scribev1.GroupVersion.Group+"/"+eventv1.MetaRevisionKey] = n.revision
+		md[group+"/"+eventv1.MetaRevisionKey] = n.revision
 	}
 	if o, ok := n.obj.(client.Object); ok {
-		md[scribev1.GroupVersion.Group+"/"+eventv1.MetaTokenKey] = strconv.FormatInt(o.GetGeneration(), 10)
+		md[group+"/"+eventv1.MetaTokenKey] = strconv.FormatInt(o.GetGeneration(), 10)
+	}
+	if object != "" {
+		md[group+"/object"] = object
 	}
 	return md
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -170,6 +173,74 @@ func TestNotifierForwardsEventsToFluxNotificationController(t *testing.T) {
 	n.Eventf(w, nil, corev1.EventTypeNormal, "Promoted", "Promoted", "v2 is stable")
 	if ev := await(t, received, "second event"); ev.Severity != eventv1.EventSeverityInfo || ev.Reason != "Promoted" {
 		t.Errorf("a Normal Event: severity %q reason %q", ev.Severity, ev.Reason)
+	}
+
+	// Delivered by a Flux Kustomization, the Workload's events are that
+	// Kustomization's, the kind an Alert's eventSources can name.
+	w.Status.Revision = "4f2c0ffee4f2c0ffee4f2c0ffee4f2c0ffee4f2c"
+	w.Status.GeneratedResources = &scribev1.GeneratedResources{Path: "apps/web", Objects: []scribev1.ObjectIdentity{
+		{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Namespace: "flux-system", Name: "scribe-apps-web"},
+	}}
+	n.Eventf(w, nil, corev1.EventTypeWarning, "RolledBack", "RolledBack", "v3 failed its checks; back to v2")
+	ev = await(t, received, "event of the delivering Kustomization")
+	if ref := ev.InvolvedObject; ref.Kind != "Kustomization" || ref.APIVersion != "kustomize.toolkit.fluxcd.io/v1" || ref.Namespace != "flux-system" || ref.Name != "scribe-apps-web" {
+		t.Errorf("involvedObject %+v, want the Kustomization flux-system/scribe-apps-web", ref)
+	}
+	want = map[string]string{
+		"kustomize.toolkit.fluxcd.io/revision": "4f2c0ffee4f2c0ffee4f2c0ffee4f2c0ffee4f2c",
+		"kustomize.toolkit.fluxcd.io/token":    "7",
+		"kustomize.toolkit.fluxcd.io/object":   "Workload/apps/web",
+		"event.toolkit.fluxcd.io/team":         "payments",
+	}
+	if fmt.Sprint(ev.Metadata) != fmt.Sprint(want) {
+		t.Errorf("metadata %v, want %v", ev.Metadata, want)
+	}
+}
+
+// TestFluxEventsAreAboutAnObjectAnAlertCanSelect: a Flux Alert's
+// eventSources name only Flux's kinds, so an object a Flux Kustomization
+// delivers is reported as that Kustomization; anything else as itself.
+func TestFluxEventsAreAboutAnObjectAnAlertCanSelect(t *testing.T) {
+	ks := scribev1.ObjectIdentity{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Namespace: "flux-system", Name: "scribe-x"}
+	app := scribev1.ObjectIdentity{APIVersion: "argoproj.io/v1alpha1", Kind: "Application", Namespace: "argocd", Name: "scribe-x"}
+	gen := func(ids ...scribev1.ObjectIdentity) *scribev1.GeneratedResources {
+		return &scribev1.GeneratedResources{Path: "x", Objects: ids}
+	}
+	workload := func(g *scribev1.GeneratedResources) *scribev1.Workload {
+		w := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}}
+		w.Status.GeneratedResources = g
+		return w
+	}
+	exp := &scribev1.Experiment{ObjectMeta: metav1.ObjectMeta{Name: "tutorial", Namespace: "team-a"}}
+	exp.Status.GeneratedResources = gen(ks)
+	pipe := &scribev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Name: "release", Namespace: "apps"}}
+	for _, tc := range []struct {
+		name              string
+		obj               runtime.Object
+		kind, ns, nm      string
+		group, objectMeta string
+	}{
+		{"a Workload Flux delivers is its Kustomization", workload(gen(ks)), "Kustomization", "flux-system", "scribe-x", "kustomize.toolkit.fluxcd.io", "Workload/apps/web"},
+		{"an Experiment Flux delivers is its Kustomization", exp, "Kustomization", "flux-system", "scribe-x", "kustomize.toolkit.fluxcd.io", "Experiment/team-a/tutorial"},
+		{"a Workload Argo CD delivers is itself", workload(gen(app)), "Workload", "apps", "web", "scribe.dev", ""},
+		{"a Workload not rendered yet is itself", workload(nil), "Workload", "apps", "web", "scribe.dev", ""},
+		{"a Workload whose first object is no Kustomization is itself", workload(gen(scribev1.ObjectIdentity{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "x"}, ks)), "Workload", "apps", "web", "scribe.dev", ""},
+		{"a Pipeline is itself", pipe, "Pipeline", "apps", "release", "scribe.dev", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, group, object := fluxInvolved(tc.obj)
+			o, ok := got.(client.Object)
+			if !ok {
+				t.Fatalf("%T is not an object", got)
+			}
+			kind := o.GetObjectKind().GroupVersionKind().Kind
+			if kind == "" {
+				kind = reflect.TypeOf(got).Elem().Name()
+			}
+			if kind != tc.kind || o.GetNamespace() != tc.ns || o.GetName() != tc.nm || group != tc.group || object != tc.objectMeta {
+				t.Errorf("got %s %s/%s group %q object %q", kind, o.GetNamespace(), o.GetName(), group, object)
+			}
+		})
 	}
 }
 

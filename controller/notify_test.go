@@ -22,9 +22,10 @@ import (
 // TestWorkloadRollbackIsNotifiedToFluxAndSlack: with --events-addr and
 // the notifications ConfigMap set, a Workload's rollback, decided by the
 // real controller, reaches a local notification-controller event
-// endpoint (the eventv1.Event of a Warning, with the revision rolled back
-// from) and a local Slack API (chat.postMessage to the channel the
-// Workload's annotation subscribes to on-rolled-back).
+// endpoint (the eventv1.Event of a Warning about the Kustomization that
+// delivers the Workload, with the revision rolled back from) and a local
+// Slack API (chat.postMessage to the channel the Workload's annotation
+// subscribes to on-rolled-back).
 func TestWorkloadRollbackIsNotifiedToFluxAndSlack(t *testing.T) {
 	flux := make(chan eventv1.Event, 64)
 	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,15 +111,20 @@ func TestWorkloadRollbackIsNotifiedToFluxAndSlack(t *testing.T) {
 	if !strings.Contains(strings.Join(seen, ","), "info RolloutStarted") {
 		t.Errorf("the rollout's Normal events did not arrive as info before the rollback: %v", seen)
 	}
+	// The event is the delivering Kustomization's, the kind a Flux Alert
+	// can select, and names the Workload.
 	ref := rolledBack.InvolvedObject
-	if ref.Kind != scribev1.WorkloadKind || ref.APIVersion != scribev1.GroupVersion.String() || ref.Namespace != f.ns || ref.Name != "web" {
-		t.Errorf("involvedObject %+v", ref)
+	if ref.Kind != "Kustomization" || ref.APIVersion != "kustomize.toolkit.fluxcd.io/v1" || ref.Namespace != ks.Namespace || ref.Name != ks.Name {
+		t.Errorf("involvedObject %+v, want the Kustomization %s", ref, ks)
 	}
 	if rolledBack.Severity != eventv1.EventSeverityError || !strings.Contains(rolledBack.Message, "rollback of v2") {
 		t.Errorf("severity %q message %q", rolledBack.Severity, rolledBack.Message)
 	}
-	if got := rolledBack.Metadata["scribe.dev/revision"]; got != step1 {
+	if got := rolledBack.Metadata["kustomize.toolkit.fluxcd.io/revision"]; got != step1 {
 		t.Errorf("revision metadata %q, want the step rolled back from, %s", got, step1)
+	}
+	if got, want := rolledBack.Metadata["kustomize.toolkit.fluxcd.io/object"], "Workload/"+f.ns+"/web"; got != want {
+		t.Errorf("object metadata %q, want %q", got, want)
 	}
 
 	select {

@@ -730,7 +730,7 @@ type WorkloadStatus struct {
 
 	// Step is the index in spec.rollout.steps of the committed step; -1 before the first.
 	// +optional
-	Step int32 `json:"step,omitempty"`
+	Step int32 `json:"step"`
 
 	// Traffic is the traffic split Scribe last committed. The render uses it;
 	// without it the newest version receives all traffic.
@@ -907,7 +907,7 @@ type CheckResult struct {
 
 // The printer columns of the rollout's step and weight, apart from the doc
 // comment so that they stay out of the CUE schemas (and the templates' version).
-// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.step`,description="Index of the committed step in spec.rollout.steps: empty for the first (0), -1 when no rollout is in progress"
+// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.step`,description="Index of the committed step in spec.rollout.steps (0 is the first), -1 when no rollout is in progress"
 // +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.status.traffic[1].weight`,description="The canary's share of traffic, in percent (status.traffic lists the stable version first)"
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 

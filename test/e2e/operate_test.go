@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -107,7 +109,7 @@ func TestLoopOperateARolloutWithTheCLI(t *testing.T) {
 			t.Errorf("the rollback's commit message does not say who aborted and why:\n%s", msg)
 		}
 
-		rx.expectRollback(t, ns, "p99 latency doubled")
+		rx.expectRollback(t, s, applier, ns, "p99 latency doubled")
 
 		scribe("retry", "workload", "web")
 		poll(t, 3*time.Minute, "v2 rolled out again after scribe retry, held at step 1", held("web-v1=90,web-v2=10"))
@@ -277,21 +279,29 @@ func notificationsConfig(t *testing.T, s *Stack, slackURL string) {
 }
 
 // expectRollback waits for the rollback of web in ns to reach both
-// receivers: an error event about the Workload, and a Slack message to
-// the channel its annotation subscribes.
-func (rx *receivers) expectRollback(t *testing.T, ns, why string) {
+// receivers: an error event, and a Slack message to the channel its
+// annotation subscribes. Under Flux the event must be one a Flux Alert
+// selects (alertSelectsWorkload); under Argo CD, which Flux's Alerts do
+// not cover, it is about the Workload itself.
+func (rx *receivers) expectRollback(t *testing.T, s *Stack, applier scribev1.ApplierKind, ns, why string) {
 	t.Helper()
 	deadline := time.After(2 * time.Minute)
 	var seen []string
 	for found := false; !found; {
 		select {
 		case ev := <-rx.flux:
-			seen = append(seen, ev.Severity+" "+ev.Reason)
+			seen = append(seen, ev.Severity+" "+ev.Reason+" "+ev.InvolvedObject.Kind)
+			if ev.Reason != "RolledBack" || ev.Severity != eventv1.EventSeverityError || !strings.Contains(ev.Message, why) {
+				continue
+			}
 			o := ev.InvolvedObject
-			found = ev.Reason == "RolledBack" && o.Kind == scribev1.WorkloadKind && o.Namespace == ns && o.Name == "web" &&
-				ev.Severity == eventv1.EventSeverityError && strings.Contains(ev.Message, why)
+			if applier == scribev1.ApplierFlux {
+				found = alertSelectsWorkload(t, s, o, ns, "web")
+			} else {
+				found = o.Kind == scribev1.WorkloadKind && o.Namespace == ns && o.Name == "web"
+			}
 		case <-deadline:
-			t.Fatalf("no RolledBack event reached the notification-controller receiver; it got %v", seen)
+			t.Fatalf("no RolledBack event a Flux Alert selects reached the notification-controller receiver; it got %v", seen)
 		}
 	}
 	select {
@@ -302,4 +312,30 @@ func (rx *receivers) expectRollback(t *testing.T, ns, why string) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no Slack message for the rollback")
 	}
+}
+
+// alertSelectsWorkload does what notification-controller does for the
+// Alert the README shows (eventSources: kind Kustomization, name '*',
+// matchLabels scribe.dev/kind Workload, scribe.dev/name NAME): the
+// involved object's kind is one an Alert can name, and the object, read
+// from the API server, carries the labels.
+func alertSelectsWorkload(t *testing.T, s *Stack, o corev1.ObjectReference, ns, name string) bool {
+	t.Helper()
+	// The kinds a Flux Alert's spec.eventSources[].kind accepts (an enum in
+	// notification-controller's CRD).
+	fluxAlertKinds := []string{"Bucket", "GitRepository", "Kustomization", "HelmRelease", "HelmChart", "HelmRepository",
+		"ImageRepository", "ImagePolicy", "ImageUpdateAutomation", "OCIRepository"}
+	if !slices.Contains(fluxAlertKinds, o.Kind) {
+		t.Errorf("an event about %s %s/%s: no Flux Alert can select the kind %s", o.Kind, o.Namespace, o.Name, o.Kind)
+		return false
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(o.APIVersion)
+	u.SetKind(o.Kind)
+	if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, u); err != nil {
+		t.Errorf("the event's involved object: %v", err)
+		return false
+	}
+	l := u.GetLabels()
+	return l["scribe.dev/kind"] == scribev1.WorkloadKind && l["scribe.dev/namespace"] == ns && l["scribe.dev/name"] == name
 }
