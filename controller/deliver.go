@@ -9,6 +9,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/forge"
 )
 
 // deliveryJob is what the executor of the delivery actions needs of one
@@ -37,6 +38,10 @@ type deliveryJob struct {
 	// MergedSync names the applier object to nudge after a merge (nil:
 	// Sync); an error leaves it alone.
 	MergedSync func() (scribev1.ObjectIdentity, error)
+	// CloseProposal (DeliveryCommit), when not empty, says what the commit
+	// is ("the rollback of v2"): once committed, the CR's open pull request
+	// is closed, with a note naming the commit.
+	CloseProposal string
 }
 
 // ReasonStaleStatus: the status a reconcile read is older than the API
@@ -61,6 +66,11 @@ type delivered struct {
 	// Proposed (DeliveryPropose) and PullRequest (DeliveryReadPullRequest).
 	Proposed    *Proposed
 	PullRequest *PullRequestState
+	// Closed is the pull request closed after the commit
+	// (deliveryJob.CloseProposal), CloseErr why it could not be: the
+	// commit stands either way.
+	Closed   *forge.PullRequest
+	CloseErr error
 }
 
 // deliver carries out one delivery action that DecideDelivery asked for:
@@ -92,7 +102,13 @@ func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deli
 			to = t
 		}
 		res, err := p.Publish(ctx, to, job.UID, job.Change, job.Sync)
-		return delivered{Result: res}, err
+		d := delivered{Result: res}
+		if err == nil && job.CloseProposal != "" && t.PullRequests() {
+			note := fmt.Sprintf("Closed by Scribe: %s was committed directly to %s as %s; merging this pull request would bring back what it undid.",
+				job.CloseProposal, baseOpts(t).Branch, shortRev(res.Commit))
+			d.Closed, d.CloseErr = p.CloseProposal(ctx, t, job.Source, note)
+		}
+		return d, err
 	case DeliveryPropose:
 		// Nothing is proposed for a CR being deleted either.
 		if err := p.mayPublish(ctx, job.UID, job.Change); err != nil {

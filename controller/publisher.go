@@ -400,6 +400,16 @@ func (p *Publisher) Propose(ctx context.Context, t *Target, c publish.Change, ev
 	return p.Git.Propose(ctx, *t.GitOpts, opts, c, evidence)
 }
 
+// CloseProposal closes the open pull request of src (nil: none was open),
+// with note, after a commit reached the branch it targets without it.
+func (p *Publisher) CloseProposal(ctx context.Context, t *Target, src scribev1.ObjectIdentity, note string) (*forge.PullRequest, error) {
+	opts, err := p.forgeFor(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return p.Git.CloseProposal(ctx, *t.GitOpts, opts, src, note)
+}
+
 // ProposalStatus reads whether the pull request of src (head commit head)
 // was merged, and nudges the applier when it was.
 func (p *Publisher) ProposalStatus(ctx context.Context, t *Target, src scribev1.ObjectIdentity, head string) (gitsink.Proposal, error) {

@@ -86,6 +86,11 @@ type RolloutAction struct {
 	Why string
 	// Webhook is the gate whose webhooks to ask (RolloutCallWebhooks).
 	Webhook scribev1.WebhookType
+	// CloseProposal (RolloutCommit) says the commit goes straight to the
+	// branch a Repository that takes pull requests merges into (a direct
+	// rollback): once it is committed, the Workload's open pull request is
+	// closed, since merging it would bring back what the commit undid.
+	CloseProposal bool
 }
 
 // RolloutObservations is what the reconciler knows when it asks for a
@@ -289,7 +294,7 @@ func (d *rollout) commit() *RolloutAction {
 	case DeliveryConfirmIntent:
 		return &RolloutAction{Kind: RolloutConfirmIntent}
 	case DeliveryCommit:
-		return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent}
+		return &RolloutAction{Kind: RolloutCommit, SaveIntent: !obs.FirstIntent, CloseProposal: obs.PullRequests}
 	case DeliveryPropose:
 		return &RolloutAction{Kind: RolloutPropose, SaveIntent: step.SaveIntent}
 	case DeliveryReadPullRequest:

@@ -309,9 +309,11 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 		kind    RolloutActionKind
 		save    bool
 		requeue time.Duration
-		fields  fields
-		marks   []string
-		events  []string
+		// closes: the commit closes the open pull request it supersedes.
+		closes bool
+		fields fields
+		marks  []string
+		events []string
 	}{
 		// 1. Intent: which version rolls out, before anything is rendered.
 		{name: "first rollout: the newest version takes all traffic at step 0",
@@ -369,6 +371,13 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 		{name: "render already committed: read back without a commit",
 			spec: web("v1,v2"), status: canaryAt(0, "v1=90,v2=10"), obs: RolloutObservations{Rendered: rendered("d2")},
 			kind: RolloutReadBack, fields: fields{"revision": "c2"}},
+		{name: "direct rollback in a Repository that takes pull requests: committed, then the open pull request it supersedes is closed",
+			spec: web("v1,v2", byPullRequest), status: rolledBack(-time.Second), obs: RolloutObservations{Rendered: rendered("d4"), PullRequests: true, Current: true},
+			kind: RolloutCommit, save: true, closes: true, fields: fields{"revision": "", "digest": "d4", "phase": "RolledBack"}},
+		{name: "pullRequest rollback: proposed, nothing closed",
+			spec: web("v1,v2", byPullRequest, func(s *scribev1.WorkloadSpec) { s.Rollout.Rollback = scribev1.RollbackPullRequest }), status: rolledBack(-time.Second),
+			obs:  RolloutObservations{Rendered: rendered("d4"), PullRequests: true, Current: true},
+			kind: RolloutPropose, save: true, fields: fields{"revision": "", "digest": "d4"}},
 		{name: "pullRequest promotion: the intent is saved, then proposed",
 			spec: web("v1,v2", byPullRequest), status: canaryAt(0, "v1=90,v2=10", uncommitted), obs: RolloutObservations{Rendered: rendered("d2"), PullRequests: true, Current: true},
 			kind: RolloutPropose, save: true},
@@ -584,6 +593,9 @@ func TestDecideRolloutWalksTheDecisionTable(t *testing.T) {
 			got, act := DecideRollout(tc.spec, tc.status, obs, t0)
 			if act.Kind != tc.kind || act.SaveIntent != tc.save || act.Requeue != tc.requeue {
 				t.Errorf("action %s (save intent %v) requeue %s, want %s (save intent %v) requeue %s", act.Kind, act.SaveIntent, act.Requeue, tc.kind, tc.save, tc.requeue)
+			}
+			if act.CloseProposal != tc.closes {
+				t.Errorf("closes the open pull request: %v, want %v", act.CloseProposal, tc.closes)
 			}
 			v := view(got)
 			checkOutcome(t, v, tc.fields, act.Marks, tc.marks, act.Events, tc.events)

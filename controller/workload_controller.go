@@ -194,6 +194,9 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 					return r.fail(w, err)
 				}
 				job.CommitTo = to
+				if act.CloseProposal {
+					job.CloseProposal = commitWhat(w)
+				}
 			case RolloutPropose:
 				job.Evidence = promotionEvidence(w, trusted, st.Evidence)
 			}
@@ -205,6 +208,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			case RolloutCommit:
 				obs.Commit = d.Result.Commit
 				log.FromContext(ctx).Info("published", "revision", d.Result.Revision, "changed", d.Result.Changed, "step", st.Step, "traffic", fmtTraffic(st.Traffic))
+				r.reportClosedProposal(w, d)
 			case RolloutConfirmIntent:
 				obs.Current = d.Current
 			case RolloutPropose:

@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
@@ -49,3 +51,32 @@ func (r *WorkloadReconciler) rollbackTarget(w *scribev1.Workload, t *Target) (*T
 	direct.GitOpts = &base
 	return &direct, nil
 }
+
+// commitWhat says what a direct commit of w is, for the note on the pull
+// request it supersedes.
+func commitWhat(w *scribev1.Workload) string {
+	if rollingBack(w) {
+		return fmt.Sprintf("the rollback of %s to %s", w.Status.RolledBackVersion, w.Status.StableVersion)
+	}
+	return fmt.Sprintf("a change of Workload %s/%s", w.Namespace, w.Name)
+}
+
+// reportClosedProposal records what closing the pull request a direct
+// commit superseded came to: the pull request closed, or why it is still
+// open (the commit stands; the next proposal updates that pull request).
+func (r *WorkloadReconciler) reportClosedProposal(w *scribev1.Workload, d delivered) {
+	switch {
+	case d.CloseErr != nil:
+		r.Events.Eventf(w, nil, corev1.EventTypeWarning, ReasonPullRequestNotClosed, ReasonPullRequestNotClosed,
+			"%s was committed as %s, but its open pull request could not be closed: %s", commitWhat(w), shortRev(d.Result.Commit), oneLine(d.CloseErr.Error(), 512))
+	case d.Closed != nil:
+		r.Events.Eventf(w, nil, corev1.EventTypeNormal, ReasonPullRequestSuperseded, ReasonPullRequestSuperseded,
+			"closed pull request #%d: %s was committed directly as %s", d.Closed.Number, commitWhat(w), shortRev(d.Result.Commit))
+	}
+}
+
+// Reasons of the events about a pull request a direct commit superseded.
+const (
+	ReasonPullRequestSuperseded = "PullRequestSuperseded"
+	ReasonPullRequestNotClosed  = "PullRequestSupersededNotClosed"
+)

@@ -1,6 +1,8 @@
 package controller_test
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
@@ -164,4 +167,87 @@ func (f *fixture) waitWorkloadNamed(t *testing.T, name, what string, cond func(w
 		return cond(w), describe(w)
 	})
 	return last
+}
+
+// TestAbortByDirectRollbackClosesTheOpenPullRequest: in pull-request
+// mode, `scribe abort` while the next step's pull request is open commits
+// the rollback straight to main (spec.rollout.rollback direct) and closes
+// that pull request, saying why: merged later, it would bring back the
+// aborted canary.
+func TestAbortByDirectRollbackClosesTheOpenPullRequest(t *testing.T) {
+	f := newFixture(t)
+	gh := forgetest.NewGitHub(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+	if err := f.e.c.Create(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	f.startWithRepository(t)
+	w := workload(f.ns, "v1")
+	w.Spec.Rollout.Promotion = scribev1.PromotionPullRequest
+	if err := f.e.c.Create(f.ctx(), w); err != nil {
+		t.Fatal(err)
+	}
+	ks := kustomizationName("Workload", f.ns, "web")
+	branch := "scribe/" + f.ns + "/workload/web"
+
+	got := f.waitWorkload(t, "v1 proposed", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil })
+	merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
+	f.waitWorkload(t, "v1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+	f.deploymentReady(t, "web-v1", true)
+	f.playFlux(t, ks, merge, true, "", "")
+	f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
+	v1PR := got.Status.PullRequest.Number
+	f.addVersion(t, "v2", func(w *scribev1.Workload) { w.Spec.Rollout.Steps[0].Pause = &scribev1.RolloutPause{} })
+	warmPR := f.warmUpByPullRequest(t, gh, branch, v1PR)
+	got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
+	})
+	step1PR := got.Status.PullRequest.Number
+	step1 := f.mergePR(t, gh, step1PR, branch)
+	f.waitWorkload(t, "step 1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == step1 })
+	f.playFlux(t, ks, step1, true, "", "")
+
+	// Promoted past its pause, step 2 is proposed and waits for its merge.
+	f.request(t, map[string]string{scribev1.PromoteAnnotation: "2026-11-27T21:00:00Z"})
+	got = f.waitWorkload(t, "step 2 proposed", func(w *scribev1.Workload) bool {
+		return w.Status.PullRequest != nil && w.Status.PullRequest.Number != step1PR && w.Status.PullRequest.State == "open"
+	})
+	step2PR := got.Status.PullRequest.Number
+
+	f.request(t, map[string]string{scribev1.AbortAnnotation: "2026-11-27T21:01:00Z",
+		scribev1.RequestedByAnnotation: "jane", scribev1.RequestReasonAnnotation: "p99 doubled"})
+	got = f.waitWorkload(t, "rollback committed", func(w *scribev1.Workload) bool {
+		return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.Revision != "" && w.Status.Revision != step1
+	})
+	if head := f.head(t); head != got.Status.Revision {
+		t.Fatalf("main is at %s, not at the rollback %s", head, got.Status.Revision)
+	}
+	waitFor(t, "step 2's pull request closed", func() (bool, string) {
+		for _, pr := range gh.PullRequests() {
+			if pr.Number == step2PR {
+				return pr.State == "closed" && strings.HasPrefix(pr.Body, "Closed by Scribe: the rollback of v2 to v1 was committed directly to main as "+got.Status.Revision[:12]),
+					fmt.Sprintf("#%d %s: %q", pr.Number, pr.State, pr.Body)
+			}
+		}
+		return false, "no such pull request"
+	})
+}
+
+// request writes manual request annotations on the Workload web, as the
+// CLI does.
+func (f *fixture) request(t *testing.T, ann map[string]string) {
+	t.Helper()
+	w := &scribev1.Workload{}
+	if err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "web"}, w); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(w.DeepCopy())
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	maps.Copy(w.Annotations, ann)
+	if err := f.e.c.Patch(f.ctx(), w, patch); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -88,6 +88,10 @@ type Client interface {
 	// base in any state, or nil when there is none. It is used after a
 	// restart and to notice that a pull request was merged or closed.
 	Latest(ctx context.Context, head, base string) (*PullRequest, error)
+	// Close closes the open pull request number without merging it, with
+	// note (why) as the first paragraph of its description, in one
+	// request. A pull request that is no longer open is returned as it is.
+	Close(ctx context.Context, number int, note string) (PullRequest, error)
 }
 
 // Options configure New.
@@ -210,6 +214,19 @@ func newest(prs []PullRequest) *PullRequest {
 	}
 	out := *best
 	return &out
+}
+
+// closedBody is the description of a pull request closed with note: the
+// note, then the description it had.
+func closedBody(note, body string) string {
+	note = strings.TrimSpace(note)
+	if note == "" {
+		return body
+	}
+	if body == "" {
+		return note
+	}
+	return note + "\n\n" + body
 }
 
 // upToDate reports whether the open pull request p already says what r says.

@@ -96,6 +96,25 @@ func (c *giteaClient) update(g *gitea.Client, cur PullRequest, r Request) (PullR
 	return fromGitea(pr), nil
 }
 
+// Close implements Client.
+func (c *giteaClient) Close(ctx context.Context, number int, note string) (PullRequest, error) {
+	cur, err := c.Get(ctx, number)
+	if err != nil || cur.State != StateOpen {
+		return cur, err
+	}
+	op := fmt.Sprintf("close pull request #%d", number)
+	g, err := c.api(ctx, op)
+	if err != nil {
+		return PullRequest{}, err
+	}
+	body, closed := closedBody(note, cur.Body), gitea.StateClosed
+	pr, resp, err := g.EditPullRequest(c.ep.owner, c.ep.name, int64(number), gitea.EditPullRequestOption{Body: &body, State: &closed})
+	if err != nil {
+		return PullRequest{}, c.fail(op, resp, err)
+	}
+	return fromGitea(pr), nil
+}
+
 // listOpen lists the open pull requests from head in this repository.
 // Gitea cannot filter by branch, so it pages through the open ones.
 func (c *giteaClient) listOpen(g *gitea.Client, head string) ([]PullRequest, error) {

@@ -82,6 +82,20 @@ func (c *githubClient) update(ctx context.Context, cur PullRequest, r Request) (
 	return fromGitHub(pr), nil
 }
 
+// Close implements Client.
+func (c *githubClient) Close(ctx context.Context, number int, note string) (PullRequest, error) {
+	cur, err := c.Get(ctx, number)
+	if err != nil || cur.State != StateOpen {
+		return cur, err
+	}
+	edit := &github.PullRequest{State: github.Ptr("closed"), Body: github.Ptr(closedBody(note, cur.Body))}
+	pr, resp, err := c.gh.PullRequests.Edit(ctx, c.ep.owner, c.ep.name, number, edit)
+	if err != nil {
+		return PullRequest{}, c.fail(fmt.Sprintf("close pull request #%d", number), resp, err)
+	}
+	return fromGitHub(pr), nil
+}
+
 // listOpen lists the open pull requests whose head is this repository's
 // branch head, into any base.
 func (c *githubClient) listOpen(ctx context.Context, head string) ([]PullRequest, error) {

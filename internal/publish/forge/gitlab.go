@@ -84,6 +84,20 @@ func (c *gitlabClient) update(ctx context.Context, cur PullRequest, r Request) (
 	return fromGitLab(&mr.BasicMergeRequest), nil
 }
 
+// Close implements Client.
+func (c *gitlabClient) Close(ctx context.Context, number int, note string) (PullRequest, error) {
+	cur, err := c.Get(ctx, number)
+	if err != nil || cur.State != StateOpen {
+		return cur, err
+	}
+	opts := &gitlab.UpdateMergeRequestOptions{StateEvent: gitlab.Ptr("close"), Description: gitlab.Ptr(closedBody(note, cur.Body))}
+	mr, resp, err := c.gl.MergeRequests.UpdateMergeRequest(c.ep.repo, int64(number), opts, gitlab.WithContext(ctx))
+	if err != nil {
+		return PullRequest{}, c.fail(fmt.Sprintf("close merge request !%d", number), resp, err)
+	}
+	return fromGitLab(&mr.BasicMergeRequest), nil
+}
+
 // listOpen lists the open merge requests from head in this project.
 func (c *gitlabClient) listOpen(ctx context.Context, head string) ([]PullRequest, error) {
 	return c.list(ctx, fmt.Sprintf("list open merge requests from %s", head), &gitlab.ListProjectMergeRequestsOptions{
