@@ -68,8 +68,9 @@ or the Argo CD Application's status.sync.revision); a Pipeline's stages;
 an Experiment's commit stages, targets and workflow.
 
 Without NAME it shows every object of the kind in the namespace (-A: in
-every namespace). --watch redraws whenever what it shows changes, from a
-watch on the API server (not polling), until Ctrl-C, and then exits 0.
+every namespace). --watch redraws whenever what it shows changes, from
+watches on the API server (not polling) of the kind and of the applier
+objects it shows, until Ctrl-C, and then exits 0.
 
 It reads with your kubeconfig, as kubectl does: --kubeconfig, else
 $KUBECONFIG, else ~/.kube/config (or the in-cluster config); --context
@@ -270,8 +271,9 @@ func readApplied(ctx context.Context, c client.Client, gen *scribev1.GeneratedRe
 }
 
 // watch draws the objects, then redraws whenever the text changes, from a
-// watch of the kind; it re-lists when the API server ends the watch, and
-// returns nil when ctx is cancelled.
+// watch of the kind and of the applier objects whose revision it shows
+// (syncWatch); it re-lists when the API server ends the watch, and returns
+// nil when ctx is cancelled.
 func (g *getter) watch(ctx context.Context) error {
 	objs, rv, err := g.list(ctx)
 	if err != nil {
@@ -279,7 +281,11 @@ func (g *getter) watch(ctx context.Context) error {
 	}
 	deleted := map[string]bool{}
 	last := ""
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	syncs := newSyncWatch(g.client)
 	draw := func() error {
+		syncs.follow(ctx, objs)
 		text := g.frame(ctx, objs, deleted)
 		if text == last || ctx.Err() != nil {
 			return nil
@@ -306,7 +312,7 @@ func (g *getter) watch(ctx context.Context) error {
 			return fmt.Errorf("watch %ss: %w", g.kind.kind, err)
 		}
 		began := time.Now()
-		rv, err = g.follow(ctx, w, objs, deleted, draw)
+		rv, err = g.follow(ctx, w, syncs.changed, objs, deleted, draw)
 		w.Stop()
 		if err != nil || ctx.Err() != nil {
 			return err
@@ -351,14 +357,19 @@ func (g *getter) watch(ctx context.Context) error {
 }
 
 // follow applies the watch's events to objs and deleted, drawing after
-// each, until the watch ends or ctx is cancelled. It returns the
+// each and after each change of a shown object's applier object
+// (synced), until the watch ends or ctx is cancelled. It returns the
 // resourceVersion to resume from, or "" when a new list is needed.
-func (g *getter) follow(ctx context.Context, w watch.Interface, objs map[string]client.Object, deleted map[string]bool, draw func() error) (string, error) {
+func (g *getter) follow(ctx context.Context, w watch.Interface, synced <-chan struct{}, objs map[string]client.Object, deleted map[string]bool, draw func() error) (string, error) {
 	rv := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return "", nil
+		case <-synced:
+			if err := draw(); err != nil {
+				return "", err
+			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return rv, nil

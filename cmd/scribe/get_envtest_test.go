@@ -23,8 +23,9 @@ import (
 // TestGetShowsAndWatchesAWorkloadOnAnAPIServer runs scribe get against a
 // real API server: the tree of a Workload mid-canary with the revision its
 // Flux Kustomization reports, the printer columns, and --watch redrawing
-// on a status change (and only on a change of what it shows), saying the
-// Workload was deleted, and stopping on cancel.
+// on a status change (and only on a change of what it shows), on a new
+// revision the Kustomization reports, saying the Workload was deleted, and
+// stopping on cancel.
 func TestGetShowsAndWatchesAWorkloadOnAnAPIServer(t *testing.T) {
 	upstream := crdstest.Files(t, "flux-kustomize")
 	env, cfg := startAPIServer(t, upstream...)
@@ -49,7 +50,8 @@ func TestGetShowsAndWatchesAWorkloadOnAnAPIServer(t *testing.T) {
 	if err := admin.Status().Update(ctx, &w); err != nil {
 		t.Fatal(err)
 	}
-	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "checkout"},
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "checkout",
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "scribe", "scribe.dev/kind": "Workload"}},
 		Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Minute}, Prune: true,
 			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "deploy"}}}
 	if err := admin.Create(ctx, ks); err != nil {
@@ -140,6 +142,17 @@ func TestGetShowsAndWatchesAWorkloadOnAnAPIServer(t *testing.T) {
 	if n := strings.Count(stdout.String(), "Workload:"); n != 2 {
 		t.Errorf("--watch drew %d frames for one change of what it shows (and one it does not), want 2:\n%s", n, stdout.String())
 	}
+	// The applier reports a new revision: the watch of the Kustomization
+	// redraws, nothing of the Workload changed.
+	const next = "89abcdef0123456789abcdef0123456789abcdef"
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+		t.Fatal(err)
+	}
+	ks.Status.LastAppliedRevision = "main@sha1:" + next
+	if err := admin.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("Applied:      main@sha1:" + next + " (Kustomization default/checkout)\n")
 	if err := admin.Delete(ctx, &w); err != nil {
 		t.Fatal(err)
 	}
