@@ -47,6 +47,7 @@ func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in Experiment
 	if wf := x.Spec.Workflow; wf != nil && wf.Engine == scribev1.EngineTestkube {
 		d.elsewhere = &elsewhere{namespace: testkubeNamespace(wf.Testkube), kinds: testkubeKinds, why: "Testkube objects (spec.workflow.testkube.namespace)"}
 	}
+	d.stage = input.Stage
 	return e.renderBundle(ctx, d, input)
 }
 

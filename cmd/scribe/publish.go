@@ -79,6 +79,13 @@ pushed to --oci, or one atomic write of -o DIR/<path>. If any custom resource
 fails to render, nothing is published. --path is both the directory the
 bundles are written under and the path the sync objects point at.
 
+An Experiment is published one commit stage at a time, as the controller
+commits it: --stage 1 (its clusters), then 2 (components), 3 (workflow
+templates) and 4 (workflow runs), each once the applier has applied the
+one before. Without --stage an Experiment is refused, and a stage is
+refused unless the target holds the stage before it (or that stage), so
+a Workflow never lands with the clusters it runs on.
+
 Credentials (never needed for -o): --secret-dir DIR with the files of a
 mounted Secret (Git: username and password, or bearerToken, or identity and
 known_hosts; OCI: .dockerconfigjson), the variables SCRIBE_GIT_USERNAME,
@@ -100,7 +107,11 @@ already publishes there, SyncIndexConflict for a kustomization.yaml at
   scribe publish -f deploy/ --oci oci://ghcr.io/org/fleet:dev --docker-config ~/.docker/config.json --source-kind OCIRepository
 
   # Write into a local checkout, under its clusters/dev
-  scribe publish -f deploy/ -o fleet --path clusters/dev`,
+  scribe publish -f deploy/ -o fleet --path clusters/dev
+
+  # An Experiment, stage by stage (wait for the applier between them)
+  scribe publish -f experiments/tutorial.yaml --git https://git.example.com/org/experiments.git --stage 1
+  scribe publish -f experiments/tutorial.yaml --git https://git.example.com/org/experiments.git --stage 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPublish(cmd, &f, &p)
@@ -157,6 +168,9 @@ func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
 				return err
 			}
 		}
+	}
+	if err := p.checkStages(cmd.Context(), target, f.path, f.stage, bundles); err != nil {
+		return bad(err)
 	}
 	objects := fmt.Sprintf("%d object", len(bundles))
 	if len(bundles) != 1 {

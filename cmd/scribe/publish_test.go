@@ -79,7 +79,8 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 	srv := publishtest.NewGitServer(t)
 	url := srv.InitRepo(t, "exp", "main")
 	before := branchHead(t, srv, "exp", "main")
-	args := []string{"publish", "-f", filepath.Join(fixtures, "valid"), "--git", url, "--path", "clusters/dev", "--cache-dir", t.TempDir(),
+	// The Experiments among the fixtures go at their first commit stage.
+	args := []string{"publish", "-f", filepath.Join(fixtures, "valid"), "--git", url, "--path", "clusters/dev", "--cache-dir", t.TempDir(), "--stage", "1",
 		"--author-name", "CI Bot", "--author-email", "ci@example.com", "--message-template", "ci: publish {{len .Changes}} objects to {{.Path}}"}
 
 	code, stdout, stderr := scribe(t, args...)
@@ -101,7 +102,7 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 	// The clone holds exactly what scribe render writes, under the path,
 	// and keeps the files Scribe does not own.
 	rendered := filepath.Join(t.TempDir(), "rendered")
-	if code, _, stderr := scribe(t, "render", "-f", filepath.Join(fixtures, "valid"), "--path", "clusters/dev", "-o", rendered); code != exitOK {
+	if code, _, stderr := scribe(t, "render", "-f", filepath.Join(fixtures, "valid"), "--path", "clusters/dev", "--stage", "1", "-o", rendered); code != exitOK {
 		t.Fatalf("render: exit %d: %s", code, stderr)
 	}
 	want := readTree(t, rendered)
@@ -167,6 +168,74 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 	}
 	if again := branchHead(t, srv, "exp", "main"); again != head {
 		t.Fatalf("second publish moved the branch from %s to %s", head, again)
+	}
+
+	// The branch holds stage 1 of the Experiments: stage 3 is refused,
+	// stage 2 is the next commit.
+	stage := func(n string) []string {
+		a := slices.Clone(args)
+		a[slices.Index(a, "--stage")+1] = n
+		return a
+	}
+	if code, _, stderr := scribe(t, stage("3")...); code != exitError || !strings.Contains(stderr, "the target holds stage 1 of Experiment/") {
+		t.Fatalf("--stage 3 after stage 1: exit %d, want 2 saying the branch holds stage 1:\n%s", code, stderr)
+	}
+	if again := branchHead(t, srv, "exp", "main"); again != head {
+		t.Fatalf("a refused stage moved the branch from %s to %s", head, again)
+	}
+	if code, _, stderr := scribe(t, stage("2")...); code != exitOK {
+		t.Fatalf("--stage 2 after stage 1: exit %d: %s", code, stderr)
+	}
+}
+
+// TestPublishCommitsAnExperimentOneStageAtATime: an Experiment is
+// published at the stage asked for (--stage), only after the stage before
+// it, so its Workflow never lands with the clusters it runs on; its
+// provenance records the stage.
+func TestPublishCommitsAnExperimentOneStageAtATime(t *testing.T) {
+	file := filepath.Join(fixtures, "valid", "gateway-tutorial.yaml")
+	out := filepath.Join(t.TempDir(), "repo")
+	publishAt := func(stage string) (int, string) {
+		args := []string{"publish", "-f", file, "-o", out, "--path", "exp"}
+		if stage != "" {
+			args = append(args, "--stage", stage)
+		}
+		code, _, stderr := scribe(t, args...)
+		return code, stderr
+	}
+	heldStage := func() int32 {
+		data, err := os.ReadFile(filepath.Join(out, "exp", "experiments", "experiment", "gateway-tutorial", ".scribe.json"))
+		if err != nil {
+			return 0
+		}
+		var prov render.Provenance
+		if err := json.Unmarshal(data, &prov); err != nil {
+			t.Fatal(err)
+		}
+		return prov.Stage
+	}
+	for _, step := range []struct {
+		stage string
+		code  int
+		want  string
+		held  int32
+	}{
+		{"", exitError, "pass --stage 1 (clusters)", 0},
+		{"2", exitError, "the target does not hold Experiment/experiments/gateway-tutorial yet: publish --stage 1 first", 0},
+		{"1", exitOK, "", 1},
+		{"3", exitError, "the target holds stage 1 of Experiment/experiments/gateway-tutorial: publish --stage 2 first", 1},
+		{"2", exitOK, "", 2},
+		{"2", exitOK, "", 2},
+		{"3", exitOK, "", 3},
+		{"4", exitOK, "", 4},
+	} {
+		code, stderr := publishAt(step.stage)
+		if code != step.code || !strings.Contains(stderr, step.want) {
+			t.Fatalf("--stage %q: exit %d, want %d with %q:\n%s", step.stage, code, step.code, step.want, stderr)
+		}
+		if got := heldStage(); got != step.held {
+			t.Fatalf("after --stage %q the directory holds stage %d, want %d", step.stage, got, step.held)
+		}
 	}
 }
 
@@ -403,7 +472,7 @@ func TestPublishMessageTemplateIsBoundedAndCannotForgeTrailers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			code, _, stderr := scribe(t, "publish", "-f", filepath.Join(fixtures, "valid"), "--git", url, "--cache-dir", t.TempDir(), "--message-template", tc.tmpl)
+			code, _, stderr := scribe(t, "publish", "-f", filepath.Join(fixtures, "valid"), "--git", url, "--cache-dir", t.TempDir(), "--stage", "1", "--message-template", tc.tmpl)
 			if code != exitError || !strings.Contains(stderr, "--message-template") || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, want 2 naming --message-template with %q:\n%s", code, tc.want, stderr)
 			}

@@ -21,6 +21,19 @@ const maxSyncFile = 1 << 20
 // rendering, so a custom resource keeps the names its applier objects
 // already have (see the templates' naming migration).
 func (g *Git) SyncObjects(ctx context.Context, opts Options) ([]publish.Object, error) {
+	isSync := func(file string) bool { return strings.HasSuffix(file, ".sync.yaml") }
+	objs, err := g.TipObjects(ctx, opts, []string{path.Clean(opts.Path)}, isSync)
+	if err != nil {
+		return nil, fmt.Errorf("read sync files of %s: %w", redactURL(opts.URL), err)
+	}
+	return objs, nil
+}
+
+// TipObjects returns the objects of the files at paths (a file, or every
+// file below a directory, that keep accepts) at the tip of opts.Branch,
+// each file read up to 1 MiB. A branch that does not exist yet, or a path
+// it does not hold, holds none.
+func (g *Git) TipObjects(ctx context.Context, opts Options, paths []string, keep func(file string) bool) ([]publish.Object, error) {
 	sink, err := g.Sink(opts)
 	if err != nil {
 		return nil, err
@@ -50,14 +63,10 @@ func (g *Git) SyncObjects(ctx context.Context, opts Options) ([]publish.Object, 
 			return st.corrupt(err)
 		}
 		src := layeredStorer{EncodedObjectStorer: st.repo.Storer, overlay: &memory.NewStorage().ObjectStorage}
-		isSync := func(file string) bool { return strings.HasSuffix(file, ".sync.yaml") }
-		if out, err = treeObjects(src, root, []string{path.Clean(s.opts.Path)}, isSync, maxSyncFile); err != nil {
+		if out, err = treeObjects(src, root, paths, keep, maxSyncFile); err != nil {
 			return st.corrupt(err)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read sync files of %s: %w", redactURL(opts.URL), err)
-	}
-	return out, nil
+	return out, err
 }
