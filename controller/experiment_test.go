@@ -1151,7 +1151,10 @@ func TestExperimentRenderFailed(t *testing.T) {
 	badParam := hubExperiment(f.ns, "bad-param")
 	badParam.Spec.Targets[0].Components[0].Params = &apiextensionsv1.JSON{Raw: []byte(`{"replicaz":"2"}`)}
 	wfOnGKE := hubExperiment(f.ns, "wf-on-gke")
-	wfOnGKE.Spec.Targets[1].Cluster = scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Zone: "us-central1-a"}
+	wfOnGKE.Spec.Targets[1].Cluster = scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Zone: "us-central1-a", Project: "scribe-experiments"}
+	noProject := hubExperiment(f.ns, "no-project")
+	noProject.Spec.Workflow = nil
+	noProject.Spec.Targets[0].Cluster = scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Zone: "us-central1-a"}
 	wfOnGKE.Spec.Targets[1].Components = []scribev1.Component{{Workflow: "k6-http-loadgen", Params: &apiextensionsv1.JSON{Raw: []byte(`{"targetUrl":"http://demo"}`)}}}
 	for _, tc := range []struct {
 		exp  *scribev1.Experiment
@@ -1159,6 +1162,7 @@ func TestExperimentRenderFailed(t *testing.T) {
 	}{
 		{badParam, `no parameter "replicaz"`},
 		{wfOnGKE, "workflow components run on the hub"},
+		{noProject, "spec.targets[0].cluster.project: a gke cluster is created in a GCP project and none is given"},
 	} {
 		if err := f.e.c.Create(f.ctx(), tc.exp); err != nil {
 			t.Fatal(err)
@@ -1179,7 +1183,7 @@ func TestExperimentRenderFailed(t *testing.T) {
 		}
 	}
 	f.holdsPhase(t, "bad-param", scribev1.ExperimentPending, time.Second)
-	for _, name := range []string{"bad-param", "wf-on-gke"} {
+	for _, name := range []string{"bad-param", "wf-on-gke", "no-project"} {
 		if commits := f.scribeCommits(t, experimentObject(f.ns, name)); len(commits) != 0 {
 			t.Fatalf("%s: commits %v, want none", name, commits)
 		}
@@ -1196,7 +1200,7 @@ func TestExperimentClusterTarget(t *testing.T) {
 	const name = "edge"
 	exp := hubExperiment(f.ns, name)
 	exp.Spec.Workflow = nil
-	exp.Spec.Targets[0].Cluster = scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Zone: "us-central1-a"}
+	exp.Spec.Targets[0].Cluster = scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Zone: "us-central1-a", Project: "scribe-experiments"}
 	if err := f.e.c.Create(f.ctx(), exp); err != nil {
 		t.Fatal(err)
 	}

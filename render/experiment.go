@@ -20,10 +20,6 @@ import (
 	"github.com/scribe-gitops/scribe/render/contract"
 )
 
-// DefaultGCPProject is the GCP project of gke and talos clusters when the
-// controller or CLI does not name one.
-const DefaultGCPProject = "scribe-experiments"
-
 // renderExperiment renders a validated Experiment.
 func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in ExperimentInput) (*Bundle, error) {
 	x, ok := d.typed.(*scribev1.Experiment)
@@ -47,7 +43,6 @@ func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in Experiment
 	if wf := x.Spec.Workflow; wf != nil && wf.Engine == scribev1.EngineTestkube {
 		d.elsewhere = &elsewhere{namespace: testkubeNamespace(wf.Testkube), kinds: testkubeKinds, why: "Testkube objects (spec.workflow.testkube.namespace)"}
 	}
-	d.stage = input.Stage
 	return e.renderBundle(ctx, d, input)
 }
 
@@ -199,9 +194,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 		}
 	}
 	in.Project = res.GCPProject
-	if in.Project == "" {
-		in.Project = DefaultGCPProject
-	}
+	errs = append(errs, checkProjects(x, in.Project)...)
 	in.OTELEndpoint = res.OTELEndpoint
 	specJSON, err := json.Marshal(spec) // a map: keys sorted
 	if err != nil {
@@ -489,4 +482,24 @@ func paramNames(schema cue.Value) []string {
 		return []string{"none"}
 	}
 	return names
+}
+
+// checkProjects refuses a gke or talos target whose GCP project is set
+// neither on its cluster nor for the controller (project): no cloud
+// project is guessed.
+func checkProjects(x *scribev1.Experiment, project string) []FieldError {
+	if project != "" {
+		return nil
+	}
+	var errs []FieldError
+	for i, t := range x.Spec.Targets {
+		if t.Cluster.Project != "" {
+			continue
+		}
+		if t.Cluster.Type == scribev1.ClusterGKE || t.Cluster.Type == scribev1.ClusterTalos {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.targets[%d].cluster.project", i), Message: fmt.Sprintf(
+				"a %s cluster is created in a GCP project and none is given: set it here, or give the controller --gcp-project (chart value gcpProject; scribe render --gcp-project)", t.Cluster.Type)})
+		}
+	}
+	return errs
 }

@@ -61,9 +61,6 @@ type Bundle struct {
 	// in a file that never went through an apiserver). It is not part of the
 	// Digest: a new generation with the same output changes nothing.
 	Generation int64
-	// Stage is an Experiment's commit stage (1 to 4) the bundle holds; 0
-	// for the other kinds.
-	Stage int32
 }
 
 // Provenance is the content of .scribe.json.
@@ -73,10 +70,6 @@ type Provenance struct {
 	Source          scribev1.ObjectIdentity `json:"source"`
 	TemplateVersion string                  `json:"templateVersion"`
 	Digest          string                  `json:"digest"`
-	// Stage is an Experiment's commit stage the files are (1 clusters … 4
-	// workflow runs); absent for the other kinds. scribe publish reads it
-	// to commit an Experiment's stages in order.
-	Stage int32 `json:"stage,omitempty"`
 }
 
 // Render decodes in.Object into its typed input (validated and defaulted
@@ -153,9 +146,6 @@ type decoded struct {
 	// its objects render into, and the kinds (apiVersion and kind) that
 	// may: an Experiment's Testkube objects go into Testkube's namespace.
 	elsewhere *elsewhere
-	// stage is the commit stage of an Experiment's render (0 for the other
-	// kinds), recorded in its provenance.
-	stage int32
 }
 
 // elsewhere is a namespace besides a CR's own and the kinds rendered into it.
@@ -349,7 +339,6 @@ func (e *Engine) renderBundle(ctx context.Context, d *decoded, input any) (*Bund
 		Dir:        fmt.Sprintf("%s/%s/%s", ns, strings.ToLower(d.kind), nm),
 		Source:     scribev1.ObjectIdentity{APIVersion: scribev1.GroupVersion.String(), Kind: d.kind, Namespace: ns, Name: nm},
 		Generation: d.typed.GetGeneration(),
-		Stage:      d.stage,
 	}
 	rendered := map[string][]byte{}
 	byKey := make(map[string]scribev1.ObjectIdentity, len(values))
@@ -449,7 +438,6 @@ func (e *Engine) renderBundle(ctx context.Context, d *decoded, input any) (*Bund
 		Source:          b.Source,
 		TemplateVersion: e.templateVersion,
 		Digest:          b.Digest,
-		Stage:           b.Stage,
 	}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("render %s: provenance: %w", name, err)

@@ -101,6 +101,7 @@ const (
 // ClusterSpec describes a target's cluster.
 // +kubebuilder:validation:XValidation:rule="self.type in ['gke', 'talos'] || !has(self.zone)",message="zone is only valid for gke and talos clusters"
 // +kubebuilder:validation:XValidation:rule="self.type in ['gke', 'talos'] || !has(self.machineType)",message="machineType is only valid for gke and talos clusters"
+// +kubebuilder:validation:XValidation:rule="self.type in ['gke', 'talos'] || !has(self.project)",message="project is only valid for gke and talos clusters"
 type ClusterSpec struct {
 	// Type: gke (Cluster API + GCP provider), talos (Cluster API + Talos on
 	// GCP), vcluster (a virtual cluster on the hub, via Flux HelmRelease) or
@@ -127,6 +128,14 @@ type ClusterSpec struct {
 	// Preemptible asks for preemptible (spot) nodes.
 	// +optional
 	Preemptible bool `json:"preemptible,omitempty"`
+
+	// Project is the GCP project a gke or talos cluster is created in.
+	// Without it, the project the controller was given (--gcp-project,
+	// chart value gcpProject); a gke or talos target with neither is
+	// refused: there is no default project.
+	// +kubebuilder:validation:Pattern="^[a-z][-a-z0-9]{4,28}[a-z0-9]$"
+	// +optional
+	Project string `json:"project,omitempty"`
 }
 
 // Component names one catalog entry to deliver to a target. Exactly one of

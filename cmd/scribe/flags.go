@@ -392,7 +392,7 @@ func registerOutput(fl *pflag.FlagSet, out *string, where string) {
 // registerGCPProject registers --gcp-project (render, validate, diff,
 // publish, controller).
 func registerGCPProject(fl *pflag.FlagSet, project *string) {
-	fl.StringVar(project, "gcp-project", "", "GCP project of gke and talos clusters (default scribe-experiments)")
+	fl.StringVar(project, "gcp-project", "", "GCP project of gke and talos clusters whose spec.targets[].cluster.project is empty (no default: such a cluster without either is refused)")
 }
 
 // registerKubeconfig registers --kubeconfig; fallback says where the

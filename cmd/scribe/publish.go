@@ -169,7 +169,7 @@ func runPublish(cmd *cobra.Command, f *renderFlags, p *publishFlags) error {
 			}
 		}
 	}
-	if err := p.checkStages(cmd.Context(), target, f.path, f.stage, bundles); err != nil {
+	if err := p.checkStages(cmd.Context(), target, f, bundles); err != nil {
 		return bad(err)
 	}
 	objects := fmt.Sprintf("%d object", len(bundles))

@@ -171,14 +171,14 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 	}
 
 	// The branch holds stage 1 of the Experiments: stage 3 is refused,
-	// stage 2 is the next commit.
+	// stage 2 is the next commit (read from the branch's tip).
 	stage := func(n string) []string {
 		a := slices.Clone(args)
 		a[slices.Index(a, "--stage")+1] = n
 		return a
 	}
-	if code, _, stderr := scribe(t, stage("3")...); code != exitError || !strings.Contains(stderr, "the target holds stage 1 of Experiment/") {
-		t.Fatalf("--stage 3 after stage 1: exit %d, want 2 saying the branch holds stage 1:\n%s", code, stderr)
+	if code, _, stderr := scribe(t, stage("3")...); code != exitError || !strings.Contains(stderr, "the target does not hold what stage 2 of Experiment/") {
+		t.Fatalf("--stage 3 after stage 1: exit %d, want 2 saying the branch lacks stage 2:\n%s", code, stderr)
 	}
 	if again := branchHead(t, srv, "exp", "main"); again != head {
 		t.Fatalf("a refused stage moved the branch from %s to %s", head, again)
@@ -189,52 +189,54 @@ func TestPublishFixturesToGitIsOneCommitWithTrailersAndIdempotent(t *testing.T) 
 }
 
 // TestPublishCommitsAnExperimentOneStageAtATime: an Experiment is
-// published at the stage asked for (--stage), only after the stage before
-// it, so its Workflow never lands with the clusters it runs on; its
-// provenance records the stage.
+// published at the stage asked for (--stage), and stage N only when the
+// target holds what stage N-1 delivers, so its Workflow never lands with
+// the clusters it runs on; a stage published again, or an earlier one, is
+// accepted.
 func TestPublishCommitsAnExperimentOneStageAtATime(t *testing.T) {
 	file := filepath.Join(fixtures, "valid", "gateway-tutorial.yaml")
 	out := filepath.Join(t.TempDir(), "repo")
-	publishAt := func(stage string) (int, string) {
-		args := []string{"publish", "-f", file, "-o", out, "--path", "exp"}
-		if stage != "" {
-			args = append(args, "--stage", stage)
+	dir := filepath.Join(out, "exp", "experiments", "experiment", "gateway-tutorial")
+	holds := func(kind string) bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "\nkind: "+kind+"\n") || strings.HasPrefix(string(data), "kind: "+kind+"\n") {
+				return true
+			}
 		}
-		code, _, stderr := scribe(t, args...)
-		return code, stderr
-	}
-	heldStage := func() int32 {
-		data, err := os.ReadFile(filepath.Join(out, "exp", "experiments", "experiment", "gateway-tutorial", ".scribe.json"))
-		if err != nil {
-			return 0
-		}
-		var prov render.Provenance
-		if err := json.Unmarshal(data, &prov); err != nil {
-			t.Fatal(err)
-		}
-		return prov.Stage
+		return false
 	}
 	for _, step := range []struct {
-		stage string
-		code  int
-		want  string
-		held  int32
+		stage             string
+		code              int
+		want              string
+		cluster, workflow bool
 	}{
-		{"", exitError, "pass --stage 1 (clusters)", 0},
-		{"2", exitError, "the target does not hold Experiment/experiments/gateway-tutorial yet: publish --stage 1 first", 0},
-		{"1", exitOK, "", 1},
-		{"3", exitError, "the target holds stage 1 of Experiment/experiments/gateway-tutorial: publish --stage 2 first", 1},
-		{"2", exitOK, "", 2},
-		{"2", exitOK, "", 2},
-		{"3", exitOK, "", 3},
-		{"4", exitOK, "", 4},
+		{"", exitError, "pass --stage 1 (clusters)", false, false},
+		{"2", exitError, "--stage 2: the target does not hold what stage 1 of Experiment/experiments/gateway-tutorial delivers (Cluster experiments/gateway-tutorial-app, ", false, false},
+		{"1", exitOK, "", true, false},
+		{"4", exitError, "--stage 4: the target does not hold what stage 3 of Experiment/experiments/gateway-tutorial delivers", true, false},
+		{"2", exitOK, "", true, false},
+		{"2", exitOK, "", true, false},
+		{"3", exitOK, "", true, false},
+		{"4", exitOK, "", true, true},
+		{"4", exitOK, "", true, true},
+		{"3", exitOK, "", true, false},
 	} {
-		code, stderr := publishAt(step.stage)
+		args := []string{"publish", "-f", file, "-o", out, "--path", "exp"}
+		if step.stage != "" {
+			args = append(args, "--stage", step.stage)
+		}
+		code, _, stderr := scribe(t, args...)
 		if code != step.code || !strings.Contains(stderr, step.want) {
 			t.Fatalf("--stage %q: exit %d, want %d with %q:\n%s", step.stage, code, step.code, step.want, stderr)
 		}
-		if got := heldStage(); got != step.held {
-			t.Fatalf("after --stage %q the directory holds stage %d, want %d", step.stage, got, step.held)
+		if c, w := holds("Cluster"), holds("Workflow"); c != step.cluster || w != step.workflow {
+			t.Fatalf("after --stage %q the directory holds a Cluster: %v, a Workflow: %v; want %v, %v", step.stage, c, w, step.cluster, step.workflow)
 		}
 	}
 }
