@@ -623,6 +623,7 @@ func testkubeExperiment(ns, name string) *scribev1.Experiment {
 			},
 			AgentRef:         scribev1.AgentReference{Name: "demo-services"},
 			LLMAsAJudgeModel: "gpt-judge-small",
+			JudgeURL:         "http://llm-judge.ml.svc.cluster.local/v1/chat/completions",
 			Trigger:          &scribev1.Trigger{Enabled: true},
 		},
 	}

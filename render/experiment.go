@@ -176,6 +176,9 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			}
 			r, ferrs := resolve(contract.ComponentWorkflow, name, nil, at, "spec.workflow.params")
 			errs = append(errs, ferrs...)
+			if wf.Params != nil {
+				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: "the testkube engine takes no params: the evaluation is set by spec.workflow.testkube (dataset or scenarios, agentRef, llmAsAJudgeModel, judgeURL)"})
+			}
 			in.Workflow = r
 			if len(ferrs) == 0 {
 				if fe := e.checkTestkubeNamespace(x, name, r, ns); fe != nil {

@@ -22,6 +22,7 @@ func testkubeExperiment(tkNamespace string) map[string]any {
 		"scenarios":        []any{map[string]any{"name": "refund", "input": "I want a refund"}},
 		"agentRef":         map[string]any{"name": "router-agent"},
 		"llmAsAJudgeModel": "gpt-judge-small",
+		"judgeURL":         "http://llm-judge.ml.svc.cluster.local/v1/chat/completions",
 		"trigger":          map[string]any{"enabled": true},
 	}
 	if tkNamespace != "" {

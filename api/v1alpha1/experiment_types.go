@@ -278,7 +278,19 @@ type TestkubeSpec struct {
 	// +required
 	LLMAsAJudgeModel string `json:"llmAsAJudgeModel"`
 
-	// Trigger re-runs the evaluation when the agent's Deployment changes.
+	// JudgeURL is the OpenAI-compatible chat completions endpoint that
+	// serves LLMAsAJudgeModel, for example
+	// http://llm-judge.ml.svc.cluster.local/v1/chat/completions. No install
+	// provides one: it is required.
+	// +kubebuilder:validation:Pattern="^https?://[^\\s]+$"
+	// +kubebuilder:validation:MaxLength=2048
+	// +required
+	JudgeURL string `json:"judgeURL"`
+
+	// Trigger re-runs the evaluation when a Deployment of the agent
+	// changes: those labelled app.kubernetes.io/name=<agentRef.name> in
+	// its namespace, which matches every version's Deployment of a Scribe
+	// Workload of that name.
 	// +optional
 	Trigger *Trigger `json:"trigger,omitempty"`
 
@@ -298,12 +310,13 @@ type TestkubeSpec struct {
 
 // Dataset names an evaluation dataset.
 type Dataset struct {
-	// URL of the dataset (https://, s3://, gs:// or oci://).
-	// +kubebuilder:validation:Pattern="^(https|s3|gs|oci)://.+$"
+	// URL of the dataset: https://, which the setup step downloads (stage
+	// other stores, such as s3:// or gs://, to https first).
+	// +kubebuilder:validation:Pattern="^https://[^\\s]+$"
 	// +required
 	URL string `json:"url"`
-	// Format of the dataset.
-	// +kubebuilder:validation:Enum=jsonl;csv;parquet
+	// Format of the dataset: jsonl or csv (the setup step reads no other).
+	// +kubebuilder:validation:Enum=jsonl;csv
 	// +kubebuilder:default=jsonl
 	// +optional
 	Format string `json:"format,omitempty"`
@@ -347,7 +360,7 @@ type AgentReference struct {
 
 // Trigger configures a Testkube TestTrigger.
 type Trigger struct {
-	// Enabled renders a TestTrigger watching the agent's Deployment.
+	// Enabled renders a TestTrigger watching the agent's Deployments.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 }
