@@ -264,7 +264,11 @@ type Scheduling struct {
 	// Affinity of the pods.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
-	// GPU requests GPUs and schedules onto GPU nodes.
+	// GPU requests GPUs (nvidia.com/gpu) and tolerates the nvidia.com/gpu
+	// taint (unless Tolerations already do). Without a NodeSelector it also
+	// selects GKE's GPU node label, cloud.google.com/gke-accelerator=<type>;
+	// with one, placement is the NodeSelector's (for example a node label
+	// such as accelerator or nvidia.com/gpu.product off GKE).
 	// +optional
 	GPU *GPU `json:"gpu,omitempty"`
 	// TEE schedules onto confidential-computing nodes.
@@ -274,7 +278,9 @@ type Scheduling struct {
 
 // GPU asks for GPUs.
 type GPU struct {
-	// Type of GPU, the value of the node label cloud.google.com/gke-accelerator (for example nvidia-l4).
+	// Type of GPU, for example nvidia-l4: on GKE the value of the node
+	// label cloud.google.com/gke-accelerator, selected when the Workload
+	// has no nodeSelector.
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Type string `json:"type"`
