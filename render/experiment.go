@@ -159,9 +159,13 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 				endpoint = "http://otel-collector.observability.svc.cluster.local:4317"
 			}
 			at := fmt.Sprintf("spec.targets[%d].observability", i)
-			r, ferrs := resolve(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at)
-			errs = append(errs, ferrs...)
-			obs = r
+			if o.Transport == "tailscale" {
+				errs = append(errs, FieldError{Path: at + ".transport", Message: "tailscale is not implemented: the collector would ship over the cluster network exactly as with direct, so it is refused rather than ignored; use transport: direct with a network path from the target to the hub's collector"})
+			} else {
+				r, ferrs := resolve(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at)
+				errs = append(errs, ferrs...)
+				obs = r
+			}
 		}
 		in.Targets = append(in.Targets, contract.TargetInput{Components: resolved, Observability: obs})
 	}

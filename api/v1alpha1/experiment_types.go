@@ -169,7 +169,9 @@ type Observability struct {
 	// Enabled turns telemetry shipping on.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
-	// Transport from the target to the hub's collectors.
+	// Transport from the target to the hub's collectors: direct (the
+	// cluster network). tailscale is refused at render: it is not
+	// implemented.
 	// +kubebuilder:validation:Enum=direct;tailscale
 	// +kubebuilder:default=direct
 	// +optional
