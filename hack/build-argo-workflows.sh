@@ -30,6 +30,11 @@
 #   LOOP_HEALTH_ADDR   the health listener (default :6060, upstream's)
 #   LOOP_METRICS_HOST  the metrics listener's host (default "", every
 #                      interface, upstream's)
+# And one file the module zip lacks: upstream's
+# workflow/executor/osspecific/signal_linux.go is a symlink to
+# signal_darwin.go, and module zips leave symlinks out, so argoexec does
+# not build for linux from the proxy ("undefined: Setpgid"). The copy gets
+# the link's target as a file, as a git checkout has it.
 # Nothing else in the module is changed.
 set -euo pipefail
 
@@ -85,6 +90,10 @@ func loopHealthAddr() string {
 GO
   patch_once "$work/argo-workflows/util/telemetry/exporter_prometheus.go" \
     'Addr: fmt.Sprintf(":%v", m.config.port())' 'Addr: fmt.Sprintf("%s:%v", os.Getenv("LOOP_METRICS_HOST"), m.config.port())'
+  osspecific="$work/argo-workflows/workflow/executor/osspecific"
+  if [[ ! -e "$osspecific/signal_linux.go" ]]; then
+    cp "$osspecific/signal_darwin.go" "$osspecific/signal_linux.go"
+  fi
   touch "$work/argo-workflows/.patched"
 fi
 {
