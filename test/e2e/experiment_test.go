@@ -409,20 +409,18 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 
 	// Watch the walk: whenever a stage's commit is recorded, the applier
 	// has applied the previous stage's commit (or this one). With Argo CD
-	// that is the last sync that finished (status.history): the next one
-	// may be running already when the test looks.
+	// that is the revision the Application last compared
+	// (status.sync.revision): a stage that changes no object in the
+	// cluster (stage 1 of a hub Experiment) is Synced without a sync
+	// operation, and the next stage's sync may be running already when
+	// the test looks.
 	applied := func() string {
 		if applier == scribev1.ApplierArgoCD {
 			app, err := s.ArgoApplication(ctx, s.SyncObject("experiment", ns, exp.Name))
 			if err != nil {
 				return ""
 			}
-			hist, _, _ := unstructured.NestedSlice(app.Object, "status", "history")
-			if len(hist) == 0 {
-				return ""
-			}
-			last, _ := hist[len(hist)-1].(map[string]any)
-			rev, _ := last["revision"].(string)
+			rev, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
 			return rev
 		}
 		rev, err := s.AppliedRevision(ctx, "experiment", ns, exp.Name)
