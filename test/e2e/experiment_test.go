@@ -538,7 +538,14 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 	}
 	t.Logf("the probe (pod %s on %s): %s", pod.Name, pod.Spec.NodeName, strings.TrimSpace(log))
 	logWorkflowTimes(t, s, run)
-	t.Logf("stages: %+v", e.Status.Stages)
+	var walk []string
+	for _, st := range e.Status.Stages {
+		walk = append(walk, fmt.Sprintf("stage %d committed +%s", st.Stage, st.CommittedAt.Sub(e.CreationTimestamp.Time)))
+	}
+	if ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition); ready != nil {
+		walk = append(walk, fmt.Sprintf("Complete +%s", ready.LastTransitionTime.Sub(e.CreationTimestamp.Time)))
+	}
+	t.Logf("%s: Experiment created → %s (1 s resolution)", applier, strings.Join(walk, ", "))
 }
 
 // TestLoopHubExperimentFailsWithItsValidationWorkflow: the same
