@@ -379,6 +379,11 @@ func (d *stage) provision() *ExperimentAction {
 			if reason, msg, ok := deliveryFailure(rb, templates); ok {
 				return d.failed(d.obs.Poll, reason, "%s", msg)
 			}
+			if st.Stage == scribev1.StageWorkflow {
+				if a := d.runFailed(); a != nil {
+					return a
+				}
+			}
 		}
 		return d.failed(d.obs.Poll, ReasonApplyFailed, "%s failed to apply: %s", shortRev(st.Revision), rb.Applier.Message)
 	}
@@ -433,6 +438,28 @@ func (d *stage) provision() *ExperimentAction {
 		markReady("%s", msg),
 		markReconciling(ReasonWaitingForWorkflow, "%s", msg),
 	}}
+}
+
+// runFailed is the validation run's failure behind the applier's, at the
+// workflow stage: Argo CD assesses the Workflow it applied (Failed or
+// Error is Degraded), so the Application that applied a run that failed
+// is Degraded, and the run's own message is the cause, as the Workflow's
+// engine reported it. It asks to read the run first; nil when the run did
+// not fail.
+func (d *stage) runFailed() *ExperimentAction {
+	id := d.obs.Workflow
+	if id == nil || d.spec.Workflow == nil {
+		return nil
+	}
+	if d.obs.Run == nil {
+		return &ExperimentAction{Kind: ExperimentReadWorkflow}
+	}
+	run := d.obs.Run
+	if !run.Found || run.Verdict.State != health.Failed {
+		return nil
+	}
+	d.st.Workflow = &scribev1.WorkflowStatus{Kind: id.Kind, Name: id.Name, Phase: run.Phase, Message: run.Verdict.Message}
+	return d.failed(0, ReasonWorkflowFailed, "%s %s failed: %s", id.Kind, id.Name, run.Verdict.Message)
 }
 
 // failureOfAppliedObject reports whether an applier's failure reason can

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (imagebuild.Options, error) {
 	fl := flag.NewFlagSet("image", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	app := fl.String("app", "scribe", "the image to build: scribe or demo-app")
+	app := fl.String("app", "scribe", "the image to build: scribe, demo-app or scribe-probe")
 	img := fl.String("img", "", "the image reference: pushed when it names a registry (127.0.0.1:5000/scribe:dev), else the ref name in the OCI layout (default <app>:latest)")
 	layoutDir := fl.String("layout", "", "the OCI layout directory when -img names no registry (default bin/image/<app>)")
 	platforms := fl.String("platforms", "linux/amd64", "comma-separated platforms; more than one makes a multi-platform index")

@@ -105,8 +105,23 @@ func DemoApp() App {
 	}
 }
 
+// Probe is the image of the catalog's validation workflow
+// (cmd/scribe-probe): it compares two routes' answers over HTTP.
+func Probe() App {
+	return App{
+		Name:        "scribe-probe",
+		Description: "Scribe's HTTP probe: the catalog's validation workflow compares two routes' answers with it",
+		Package:     "./cmd/scribe-probe",
+		Binary:      "/scribe-probe",
+		VersionVar:  "main.version",
+		User:        "65532:65532",
+		Entrypoint:  []string{"/scribe-probe"},
+		Cmd:         []string{"compare"},
+	}
+}
+
 // Apps are the images this package knows, by name.
-func Apps() []App { return []App{Scribe(), DemoApp()} }
+func Apps() []App { return []App{Scribe(), DemoApp(), Probe()} }
 
 // AppNamed returns the App of that name.
 func AppNamed(appName string) (App, error) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,11 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
-	"github.com/scribe-gitops/scribe/internal/crds/crdstest"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
@@ -53,8 +51,14 @@ func describeExperiment(e *scribev1.Experiment) string {
 // waitExperiment polls the Experiment until done says so, and returns it.
 func waitExperiment(t *testing.T, s *Stack, ns, name, what string, done func(*scribev1.Experiment) bool) *scribev1.Experiment {
 	t.Helper()
+	return waitExperimentFor(t, s, 3*time.Minute, ns, name, what, done)
+}
+
+// waitExperimentFor is waitExperiment with a time limit.
+func waitExperimentFor(t *testing.T, s *Stack, limit time.Duration, ns, name, what string, done func(*scribev1.Experiment) bool) *scribev1.Experiment {
+	t.Helper()
 	e := &scribev1.Experiment{}
-	poll(t, 3*time.Minute, what, func() (bool, string) {
+	poll(t, limit, what, func() (bool, string) {
 		if err := s.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, e); err != nil {
 			return false, err.Error()
 		}
@@ -294,49 +298,144 @@ func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
 	t.Logf("%s: the base target's delivery ready at rv %d, the probe created at rv %d; states of the delivery: %v", applier, readyRV, probeRV, baseStates)
 }
 
-// TestLoopHubExperimentCommitsItsStagesInOrder: a hub Experiment whose
-// validation workflow's template comes from the catalog repository walks
-// its four stages commit by commit through real Flux: each commit is made
-// only after Flux applied the previous one and what it delivered is ready
-// (the component's ConfigMap, then the WorkflowTemplate), so the Workflow
-// reaches the apiserver after its WorkflowTemplate. Argo Workflows does not
-// run here: the test reports the Workflow's phase as its controller does.
-func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
-	t.Parallel()
-	// The repository carries Argo Workflows' CRDs (internal/crds).
-	files := crdstest.Files(t, "argo-workflows")
-	ns := "staged"
-	s := newLoop(t, ns)
+// newWorkflowLoop boots the loop on the real node with applier and the
+// Argo Workflows engine (stack_workflows.go), pushes the stand-ins of the
+// demo services' docker.io images and Scribe's probe (the catalog's
+// validation image, by the ghcr.io name its WorkflowTemplate gives),
+// installs Scribe by its chart and creates ns with its Repository.
+func newWorkflowLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Stack {
+	t.Helper()
+	skipWithoutLoop(t)
+	s := StartOpts(t, StackOptions{Applier: applier, RealNode: true, ArgoWorkflows: true})
 	ctx := context.Background()
-	var argo []string
-	for _, f := range files {
-		if b := filepath.Base(f); b == "argoproj.io_workflows.yaml" || b == "argoproj.io_workflowtemplates.yaml" {
-			argo = append(argo, f)
+	if err := s.Node.PushStandIns(ctx, s.logf); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Node.PushProbe(ctx, s.logf); err != nil {
+		t.Fatal(err)
+	}
+	s.InstallScribe(t, InstallOptions{})
+	newNamespaceAndRepository(t, s, ns)
+	return s
+}
+
+// validatedExperiment delivers the demo services to the hub and validates
+// them with the catalog's gateway-validation workflow, comparing
+// ingressUrl's and gatewayUrl's answers (the loop's team catalog takes
+// them as params: testdata/catalog/entries.cue).
+func validatedExperiment(ns, name, ingressURL, gatewayURL string) *scribev1.Experiment {
+	exp := hubExperiment(ns, name, "demo-services")
+	params := fmt.Sprintf(`{"ingressUrl": %q, "gatewayUrl": %q, "paths": "/", "requests": "10"}`, ingressURL, gatewayURL)
+	exp.Spec.Workflow = &scribev1.ExperimentWorkflow{Engine: scribev1.EngineArgo, Template: "gateway-validation",
+		Params: &apiextensionsv1.JSON{Raw: []byte(params)}}
+	return exp
+}
+
+// demoHTTPURL is the demo services' HTTP Service by its cluster DNS name.
+const demoHTTPURL = "http://demo-http.demo.svc.cluster.local"
+
+// workflowOf returns the Workflow an Experiment's status names.
+func workflowOf(t *testing.T, s *Stack, e *scribev1.Experiment) *unstructured.Unstructured {
+	t.Helper()
+	var name string
+	for _, o := range e.Status.GeneratedResources.Objects {
+		if o.Kind == "Workflow" {
+			name = o.Name
 		}
 	}
-	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Paths: argo, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}); err != nil {
-		t.Fatalf("install Argo Workflows CRDs: %v", err)
+	run := &unstructured.Unstructured{}
+	run.SetAPIVersion("argoproj.io/v1alpha1")
+	run.SetKind("Workflow")
+	if err := s.Client.Get(context.Background(), types.NamespacedName{Namespace: e.Namespace, Name: name}, run); err != nil {
+		t.Fatalf("the Workflow %q the Experiment names: %v", name, err)
 	}
-	exp := hubExperiment(ns, "gateway-staged", "demo-services")
-	exp.Spec.Workflow = &scribev1.ExperimentWorkflow{Engine: scribev1.EngineArgo, Template: "gateway-validation"}
+	return run
+}
+
+// workflowPod returns the pod Argo Workflows ran for the Workflow's one
+// step, and its main container's log on the real node.
+func workflowPod(t *testing.T, s *Stack, run *unstructured.Unstructured) (*corev1.Pod, string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := s.Client.List(context.Background(), pods, client.InNamespace(run.GetNamespace()),
+		client.MatchingLabels{"workflows.argoproj.io/workflow": run.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("want the one pod of Workflow %s, got %d", run.GetName(), len(pods.Items))
+	}
+	p := &pods.Items[0]
+	return p, s.NodePodLog(p.Namespace, p.Name, "main", 20)
+}
+
+// logWorkflowTimes logs the engine's own times of a finished Workflow:
+// created (by the applier) → started → finished.
+func logWorkflowTimes(t *testing.T, s *Stack, run *unstructured.Unstructured) {
+	t.Helper()
+	started, _, _ := unstructured.NestedString(run.Object, "status", "startedAt")
+	finished, _, _ := unstructured.NestedString(run.Object, "status", "finishedAt")
+	created := run.GetCreationTimestamp().Time
+	f, err := time.Parse(time.RFC3339, finished)
+	if err != nil {
+		t.Fatalf("the Workflow's status.finishedAt %q: %v", finished, err)
+	}
+	t.Logf("Workflow %s: created %s, started %s, finished %s: create → finished %s (the engine's times, 1 s resolution); workflow-controller RSS %d MiB",
+		run.GetName(), created.UTC().Format(time.RFC3339), started, finished, f.Sub(created), s.ProcessRSS(workflowControllerName)>>20)
+}
+
+// TestLoopHubExperimentCommitsItsStagesInOrder: a hub Experiment whose
+// validation workflow's template comes from the catalog repository walks
+// its four stages commit by commit through the real applier on the real
+// node: each commit is made only after the applier applied the previous
+// one and what it delivered is ready (the demo services' Deployments, then
+// the WorkflowTemplate), so the Workflow reaches the apiserver after its
+// WorkflowTemplate. The real Argo Workflows engine then runs it: a pod on
+// the real node probes the demo services' HTTP Service by its cluster DNS
+// name, and the Experiment is Complete from the engine's own Workflow
+// status (the test writes no status).
+func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
+	t.Parallel()
+	appliers(t, testStagesInOrder)
+}
+
+func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
+	ns := "staged"
+	s := newWorkflowLoop(t, applier, ns)
+	ctx := context.Background()
+	exp := validatedExperiment(ns, "gateway-staged", demoHTTPURL, demoHTTPURL)
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
-	ks := types.NamespacedName{Namespace: "flux-system", Name: "experiment." + ns + "." + exp.Name}
 
-	// Watch the walk: whenever a stage's commit is recorded, Flux has
-	// applied the previous stage's commit (or this one).
+	// Watch the walk: whenever a stage's commit is recorded, the applier
+	// has applied the previous stage's commit (or this one). With Argo CD
+	// that is the revision the Application last compared
+	// (status.sync.revision): a stage that changes no object in the
+	// cluster (stage 1 of a hub Experiment) is Synced without a sync
+	// operation, and the next stage's sync may be running already when
+	// the test looks.
 	applied := func() string {
-		k := &kustomizev1.Kustomization{}
-		if err := s.Client.Get(ctx, ks, k); err != nil {
+		if applier == scribev1.ApplierArgoCD {
+			app, err := s.ArgoApplication(ctx, s.SyncObject("experiment", ns, exp.Name))
+			if err != nil {
+				return ""
+			}
+			rev, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
+			return rev
+		}
+		rev, err := s.AppliedRevision(ctx, "experiment", ns, exp.Name)
+		if err != nil {
 			return ""
 		}
-		_, sha, _ := strings.Cut(k.Status.LastAppliedRevision, "@sha1:")
-		return sha
+		return rev
 	}
 	seen := map[int32]string{}
 	var violations []string
+	var phases []scribev1.ExperimentPhase
 	walked := func(e *scribev1.Experiment) bool {
+		if n := len(phases); e.Status.Phase != "" && (n == 0 || phases[n-1] != e.Status.Phase) {
+			phases = append(phases, e.Status.Phase)
+		}
 		if e.Status.Revision != "" && seen[e.Status.Stage] == "" {
 			seen[e.Status.Stage] = e.Status.Revision
 			if e.Status.Stage > scribev1.StageClusters {
@@ -347,19 +446,29 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 					}
 				}
 				if got := applied(); got != prev && got != e.Status.Revision {
-					violations = append(violations, fmt.Sprintf("stage %d committed while Flux had applied %.12s, not stage %d's %.12s", e.Status.Stage, got, e.Status.Stage-1, prev))
+					violations = append(violations, fmt.Sprintf("stage %d committed while %s had applied %.12s, not stage %d's %.12s", e.Status.Stage, applier, got, e.Status.Stage-1, prev))
 				}
 			}
 		}
-		return e.Status.Stage == scribev1.StageWorkflow && e.Status.Phase == scribev1.ExperimentReady
+		return e.Status.Phase == scribev1.ExperimentComplete || e.Status.Phase == scribev1.ExperimentFailed
 	}
 	e := &scribev1.Experiment{}
-	poll(t, 6*time.Minute, "the Experiment Ready at stage 4", func() (bool, string) {
+	var completeAt time.Time
+	poll(t, 8*time.Minute, "the Experiment Complete", func() (bool, string) {
 		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, e); err != nil {
 			return false, err.Error()
 		}
 		return walked(e), fmt.Sprintf("stage %d: %s", e.Status.Stage, describeExperiment(e))
 	})
+	completeAt = time.Now()
+	t.Logf("phases seen: %v", phases)
+	run := workflowOf(t, s, e)
+	phase, _, _ := unstructured.NestedString(run.Object, "status", "phase")
+	if e.Status.Phase != scribev1.ExperimentComplete || phase != "Succeeded" {
+		pod, log := workflowPod(t, s, run)
+		t.Fatalf("the Experiment ended %s (%s), the engine's Workflow %s; its pod %s's log:\n%s\nworkflow-controller:\n%s",
+			e.Status.Phase, describeExperiment(e), phase, pod.Name, log, s.Logs(workflowControllerName, 20))
+	}
 	if len(violations) > 0 {
 		t.Fatal(strings.Join(violations, "\n"))
 	}
@@ -385,18 +494,16 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 		_, err := publishtest.RunGit(work, "cat-file", "-e", commit+":"+dir+file)
 		return err == nil
 	}
-	var wf string
-	for _, o := range e.Status.GeneratedResources.Objects {
-		if o.Kind == "Workflow" {
-			wf = o.Name
-		}
+	delivery := "kustomization-"
+	if applier == scribev1.ApplierArgoCD {
+		delivery = "application-"
 	}
 	for i, c := range commits {
 		stage := i + 1
 		for file, from := range map[string]int{
-			"kustomization-" + exp.Name + "-app-demo-services.yaml":  2,
-			"kustomization-" + exp.Name + "-gateway-validation.yaml": 3,
-			"workflow-" + wf + ".yaml":                               4,
+			delivery + exp.Name + "-app-demo-services.yaml":  2,
+			delivery + exp.Name + "-gateway-validation.yaml": 3,
+			"workflow-" + run.GetName() + ".yaml":            4,
 		} {
 			if got := has(c, file); got != (stage >= from) {
 				t.Errorf("stage %d's commit %.12s has %s: %v", stage, c, file, got)
@@ -404,8 +511,8 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 		}
 	}
 
-	// Flux applied each: the component, the WorkflowTemplate, the Workflow,
-	// the template older than the Workflow.
+	// The applier applied each: the component, the WorkflowTemplate, the
+	// Workflow, the template older than the Workflow.
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{}); err != nil {
 		t.Fatalf("the component's Deployment (catalog/apps/demo-services): %v", err)
 	}
@@ -413,13 +520,7 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 	tmpl.SetAPIVersion("argoproj.io/v1alpha1")
 	tmpl.SetKind("WorkflowTemplate")
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gateway-validation"}, tmpl); err != nil {
-		t.Fatalf("the WorkflowTemplate Flux delivered at stage 3: %v", err)
-	}
-	run := &unstructured.Unstructured{}
-	run.SetAPIVersion("argoproj.io/v1alpha1")
-	run.SetKind("Workflow")
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: wf}, run); err != nil {
-		t.Fatalf("the Workflow Flux applied at stage 4: %v", err)
+		t.Fatalf("the WorkflowTemplate %s delivered at stage 3: %v", applier, err)
 	}
 	if created, ran := tmpl.GetCreationTimestamp(), run.GetCreationTimestamp(); ran.Before(&created) {
 		t.Fatalf("the Workflow (%s) is older than its WorkflowTemplate (%s)", run.GetCreationTimestamp(), tmpl.GetCreationTimestamp())
@@ -428,14 +529,62 @@ func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
 		t.Fatalf("the Workflow references %q", ref)
 	}
 
-	// Argo Workflows reports the run succeeded (the Workflow CRD has no
-	// status subresource: its controller updates the object).
-	run.Object["status"] = map[string]any{"phase": "Succeeded", "startedAt": time.Now().UTC().Format(time.RFC3339), "finishedAt": time.Now().UTC().Format(time.RFC3339)}
-	if err := s.Client.Update(ctx, run); err != nil {
+	// The engine ran the step as a pod on the real node, and the probe
+	// really asked the demo service: its report is in the pod's log.
+	pod, log := workflowPod(t, s, run)
+	if pod.Spec.NodeName != nodeName || pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("the Workflow's pod %s ran on %q and is %s, want %s and Succeeded", pod.Name, pod.Spec.NodeName, pod.Status.Phase, nodeName)
+	}
+	if !strings.Contains(log, "0 of 10 requests differ") || !strings.Contains(log, "passed") {
+		t.Fatalf("the probe's log does not report 10 equal answers:\n%s", log)
+	}
+	t.Logf("the probe (pod %s on %s): %s", pod.Name, pod.Spec.NodeName, strings.TrimSpace(log))
+	logWorkflowTimes(t, s, run)
+	var walk []string
+	for _, st := range e.Status.Stages {
+		walk = append(walk, fmt.Sprintf("stage %d committed +%s", st.Stage, st.CommittedAt.Sub(e.CreationTimestamp.Time)))
+	}
+	walk = append(walk, fmt.Sprintf("Complete seen +%s", completeAt.Sub(e.CreationTimestamp.Time).Round(100*time.Millisecond)))
+	t.Logf("%s: Experiment created → %s (commits: 1 s resolution)", applier, strings.Join(walk, ", "))
+}
+
+// TestLoopHubExperimentFailsWithItsValidationWorkflow: the same
+// Experiment, validated against a gateway address that does not answer
+// (no such Service: the cluster DNS knows no name for it). The real
+// engine runs the probe, which fails; the Workflow ends Failed in the
+// engine's status, and the Experiment ends Failed with the Workflow's own
+// message as its reason.
+func TestLoopHubExperimentFailsWithItsValidationWorkflow(t *testing.T) {
+	t.Parallel()
+	appliers(t, testValidationFails)
+}
+
+func testValidationFails(t *testing.T, applier scribev1.ApplierKind) {
+	ns := "unvalidated"
+	s := newWorkflowLoop(t, applier, ns)
+	ctx := context.Background()
+	exp := validatedExperiment(ns, "gateway-broken", demoHTTPURL, "http://demo-gateway.demo.svc.cluster.local")
+	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
-	e = waitExperiment(t, s, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
-		return e.Status.Phase == scribev1.ExperimentComplete
+	e := waitExperimentFor(t, s, 8*time.Minute, ns, exp.Name, "the Experiment Failed", func(e *scribev1.Experiment) bool {
+		return e.Status.Phase == scribev1.ExperimentFailed || e.Status.Phase == scribev1.ExperimentComplete
 	})
-	t.Logf("stages: %+v", e.Status.Stages)
+	run := workflowOf(t, s, e)
+	phase, _, _ := unstructured.NestedString(run.Object, "status", "phase")
+	msg, _, _ := unstructured.NestedString(run.Object, "status", "message")
+	ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+	pod, log := workflowPod(t, s, run)
+	if e.Status.Phase != scribev1.ExperimentFailed || phase != "Failed" {
+		t.Fatalf("the Experiment ended %s, the engine's Workflow %s; the probe's log:\n%s", describeExperiment(e), phase, log)
+	}
+	if msg == "" || ready == nil || ready.Reason != controller.ReasonWorkflowFailed || !strings.Contains(ready.Message, msg) {
+		t.Fatalf("Failed without the Workflow's reason %q (reason %s) in Ready: %s", msg, controller.ReasonWorkflowFailed, describeExperiment(e))
+	}
+	if pod.Spec.NodeName != nodeName || !strings.Contains(log, "10 of 10 requests differ") || !strings.Contains(log, "no such host") {
+		t.Fatalf("the Workflow's pod %s on %q: want the probe's report of 10 unanswered requests (no such host) on %s, got:\n%s", pod.Name, pod.Spec.NodeName, nodeName, log)
+	}
+	t.Logf("Failed: %s", ready.Message)
+	t.Logf("the probe (pod %s on %s): %s", pod.Name, pod.Spec.NodeName, strings.TrimSpace(log))
+	logWorkflowTimes(t, s, run)
 }

@@ -36,6 +36,9 @@ type hostState struct {
 var nodeProcNames = map[string]bool{
 	"containerd": true, "containerd-shim": true, "containerd-shim-runc-v2": true, "runc": true,
 	"kubelet": true, "kube-proxy": true, "pause": true,
+	// The loop's workflow engine on the host and its executor in pods
+	// (comm holds 15 characters: workflow-controller's is cut).
+	"workflow-contro": true, "argoexec": true,
 }
 
 // nodeSysctls are the sysctls the kubelet (vm.overcommit_memory,

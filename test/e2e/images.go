@@ -23,6 +23,12 @@ type nodeImages struct {
 
 // push builds app (with env added) and pushes it to ref once per process.
 func (n *Node) push(ctx context.Context, logf func(string, ...any), app imagebuild.App, ref string) error {
+	return n.pushBinary(ctx, logf, app, "", ref)
+}
+
+// pushBinary is push with a static binary built already (bin), or "" to
+// build app's package.
+func (n *Node) pushBinary(ctx context.Context, logf func(string, ...any), app imagebuild.App, bin, ref string) error {
 	n.images.mu.Lock()
 	defer n.images.mu.Unlock()
 	if err, ok := n.images.pushed[ref]; ok {
@@ -34,7 +40,7 @@ func (n *Node) push(ctx context.Context, logf func(string, ...any), app imagebui
 	logf("building the %s image and pushing it to %s", app.Name, ref)
 	_, err := imagebuild.Build(ctx, imagebuild.Options{
 		App: app, ModuleRoot: repoRoot(), Platforms: []string{"linux/" + runtime.GOARCH},
-		Version: "e2e", Push: ref, Log: logWriter{logf},
+		Version: "e2e", Push: ref, Binary: bin, Log: logWriter{logf},
 	})
 	if err != nil {
 		err = fmt.Errorf("image %s: %w", ref, err)
@@ -86,6 +92,18 @@ func (n *Node) PushStandIns(ctx context.Context, logf func(string, ...any)) erro
 	grpc := imagebuild.DemoApp()
 	grpc.Cmd = []string{"-listen=:9000"}
 	return n.push(ctx, logf, grpc, n.Registry+"/moul/grpcbin:latest")
+}
+
+// ProbeImage is the catalog's validation image as its WorkflowTemplate
+// names it by default (catalog/workflows/gateway-validation), without the
+// registry: the node's registry mirrors ghcr.io.
+const ProbeImage = "scribe-gitops/scribe-probe:0.1.0"
+
+// PushProbe pushes Scribe's probe (cmd/scribe-probe) as ProbeImage, so the
+// catalog's default ghcr.io/scribe-gitops/scribe-probe image resolves on
+// the node as it does from ghcr.io.
+func (n *Node) PushProbe(ctx context.Context, logf func(string, ...any)) error {
+	return n.push(ctx, logf, imagebuild.Probe(), n.Registry+"/"+ProbeImage)
 }
 
 // logWriter turns a build's log into the test's log lines.

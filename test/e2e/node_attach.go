@@ -143,6 +143,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 110
 `, kubeletPort, healthPort, n.sock(), s.podLogs)
+	if s.dns != nil {
+		// The loop's cluster DNS (dns.go): pods resolve Services'
+		// names.
+		cfg += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %s\n", nodeGateway, clusterDomain)
+	}
 	cfgPath := filepath.Join(s.Dir, "kubelet-config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err

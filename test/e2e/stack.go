@@ -78,6 +78,10 @@ type Stack struct {
 	// real node (traffic.go); nil where the gateway is played (gateway.go).
 	gateway    *realGateway
 	prometheus bool
+	// argoWorkflows: see StackOptions.ArgoWorkflows; dns is the loop's
+	// cluster DNS it needs (dns.go).
+	argoWorkflows bool
+	dns           *clusterDNS
 	// fluxLockdown: see StackOptions.FluxLockdown.
 	fluxLockdown bool
 
@@ -253,6 +257,11 @@ type StackOptions struct {
 	// Prometheus runs a Prometheus that scrapes the real node's pods
 	// (traffic.go); RealNode only.
 	Prometheus bool
+	// ArgoWorkflows runs the Argo Workflows workflow-controller against
+	// the loop, its executor image in the node's registry, and the
+	// loop's cluster DNS, so workflow pods run on the real node and reach
+	// Services by name (stack_workflows.go); RealNode only.
+	ArgoWorkflows bool
 }
 
 // StartOpts boots the stack as opts say; t.Cleanup stops it.
@@ -261,7 +270,8 @@ func StartOpts(t testing.TB, opts StackOptions) *Stack {
 	if opts.Applier == "" {
 		opts.Applier = scribev1.ApplierFlux
 	}
-	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly, prometheus: opts.Prometheus && opts.RealNode, fluxLockdown: opts.FluxLockdown}
+	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly, prometheus: opts.Prometheus && opts.RealNode, fluxLockdown: opts.FluxLockdown,
+		argoWorkflows: opts.ArgoWorkflows && opts.RealNode}
 	if opts.RealNode {
 		// Before the loop's own cleanups: the node is released after the
 		// loop has stopped.
@@ -414,6 +424,11 @@ func (s *Stack) start(t testing.TB) error {
 	if err := s.createNode(ctx); err != nil {
 		return err
 	}
+	if s.argoWorkflows {
+		if s.dns, err = startClusterDNS(net.JoinHostPort(nodeGateway, "53"), s.Client, s.logf); err != nil {
+			return err
+		}
+	}
 	if s.Node != nil {
 		if err := s.attachNode(ctx); err != nil {
 			return err
@@ -519,6 +534,11 @@ func (s *Stack) startRest(ctx context.Context, t testing.TB) error {
 	}
 	if s.Applier == scribev1.ApplierArgoCD {
 		if err := s.startArgoCD(ctx); err != nil {
+			return err
+		}
+	}
+	if s.argoWorkflows {
+		if err := s.startArgoWorkflows(ctx); err != nil {
 			return err
 		}
 	}
@@ -632,9 +652,14 @@ func (s *Stack) stop() {
 }
 
 func (s *Stack) doStop() {
+	// The workflow engine first: it makes no pod while the node drains.
+	s.stopNamed(workflowControllerName)
 	// The real node first, while the API server still runs: the kubelet
 	// tears this loop's pods down.
 	s.detachNode()
+	if s.dns != nil {
+		s.dns.Close()
+	}
 	s.mu.Lock()
 	procs := append([]*exec.Cmd(nil), s.procs...)
 	s.mu.Unlock()
