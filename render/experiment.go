@@ -201,6 +201,8 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 		in.Targets = append(in.Targets, contract.TargetInput{Components: resolved, Observability: obs})
 	}
 
+	errs = append(errs, crossKindDepends(x, in.Targets, pub.Applier.Kind)...)
+
 	if wf := x.Spec.Workflow; wf != nil {
 		if wf.Engine == scribev1.EngineTestkube {
 			// spec.workflow.template names the evaluation's workflow
