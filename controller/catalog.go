@@ -69,7 +69,7 @@ type loadedCatalog struct {
 	// files are the artifact's manifests under the catalog's path, which
 	// Scribe builds its catalog components from (render.CatalogSource.Files).
 	files fs.FS
-	err    error // a *reasonError with ReasonCatalogInvalid
+	err   error // a *reasonError with ReasonCatalogInvalid
 	// until, when set, is when the verdict expires: a timeout may be the
 	// node's load rather than the catalog, so it is tried again later.
 	until time.Time

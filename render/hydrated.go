@@ -98,7 +98,7 @@ func hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, namePat
 // alone is not unique), and a kustomization.yaml listing them.
 func hydratedFiles(dir string, objs []map[string]any) (*hydrated, error) {
 	type named struct {
-		obj                    map[string]any
+		obj                   map[string]any
 		group, kind, ns, name string
 	}
 	all := make([]named, 0, len(objs))
