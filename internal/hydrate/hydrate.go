@@ -303,7 +303,7 @@ func checkKustomization(mem filesys.FileSystem, file string) error {
 			}
 		}
 	}
-	for i, p := range k.PatchesStrategicMerge {
+	for i, p := range k.PatchesStrategicMerge { //nolint:staticcheck // deprecated, still built by kustomize
 		if s := string(p); !strings.Contains(s, "\n") {
 			refs = append(refs, fmt.Sprintf("patchesStrategicMerge[%d]\x00%s", i, s))
 		}
@@ -313,7 +313,7 @@ func checkKustomization(mem filesys.FileSystem, file string) error {
 			refs = append(refs, fmt.Sprintf("patches[%d].path\x00%s", i, p.Path))
 		}
 	}
-	for i, p := range k.PatchesJson6902 {
+	for i, p := range k.PatchesJson6902 { //nolint:staticcheck // deprecated, still built by kustomize
 		if p.Path != "" {
 			refs = append(refs, fmt.Sprintf("patchesJson6902[%d].path\x00%s", i, p.Path))
 		}
@@ -397,8 +397,10 @@ func generateKustomization(mem filesys.FileSystem, kfiles []string) error {
 	return mem.WriteFile(entryRoot+"/kustomization.yaml", data)
 }
 
-// build runs kustomize on root of mem: files of the root only, builtin
-// plugins only, in the order the kustomizations list them.
+// build runs kustomize on root of mem, builtin plugins only, in the order
+// the kustomizations list them. As in Flux, a kustomization may read a
+// file above its own directory (a base's ../deploy.yaml): mem holds the
+// entry's files only, and checkKustomization kept every path inside it.
 func build(mem filesys.FileSystem, root string) (res []*resource.Resource, err error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -410,7 +412,7 @@ func build(mem filesys.FileSystem, root string) (res []*resource.Resource, err e
 	}()
 	k := krusty.MakeKustomizer(&krusty.Options{
 		Reorder:          krusty.ReorderOptionNone,
-		LoadRestrictions: kustypes.LoadRestrictionsRootOnly,
+		LoadRestrictions: kustypes.LoadRestrictionsNone,
 		PluginConfig:     kustypes.DisabledPluginConfig(),
 	})
 	m, err := k.Run(mem, root)

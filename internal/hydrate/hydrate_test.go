@@ -135,6 +135,21 @@ func TestBuild(t *testing.T) {
 			wantErr: "configMapGenerator[0].files[0]",
 		},
 		{
+			name: "a patch above the directory is refused", dir: "./app",
+			files:   with(map[string]string{"app/kustomization.yaml": "resources: [deploy.yaml]\npatches: [{path: ../other/secret.yaml}]\n"}),
+			wantErr: `patches[0].path "../other/secret.yaml" leaves the entry's directory`,
+		},
+		{
+			name: "a nested base inside the directory is built", dir: "./app",
+			files: with(map[string]string{"app/kustomization.yaml": "resources: [base]\nnamePrefix: x-\n", "app/base/kustomization.yaml": "resources: [../deploy.yaml]\n"}),
+			params: map[string]string{"tier": "x"},
+			check: func(t *testing.T, objs []map[string]any) {
+				if n := objs[0]["metadata"].(map[string]any)["name"]; n != "x-web" {
+					t.Errorf("name = %v, want x-web", n)
+				}
+			},
+		},
+		{
 			name: "helm charts are refused", dir: "./app",
 			files:   with(map[string]string{"app/kustomization.yaml": "helmCharts: [{name: x, repo: https://charts.example}]\n"}),
 			wantErr: "helmCharts",
