@@ -10,6 +10,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/scribe-gitops/scribe/catalog"
 	"github.com/scribe-gitops/scribe/internal/hydrate"
@@ -43,7 +44,7 @@ type hydrated struct {
 // source to {type: "catalog", dir: dir} for the templates. A
 // component of any other source type is left alone (nil, nil). Errors name
 // namePath, or paramsPath.<param> for a ${param} nothing sets.
-func hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, namePath, paramsPath string) (*hydrated, *FieldError) {
+func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, namePath, paramsPath string) (*hydrated, *FieldError) {
 	s, _ := r.Entry["source"].(map[string]any)
 	if s == nil || s["type"] != catalogSourceType {
 		return nil, nil
@@ -69,7 +70,7 @@ func hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, namePat
 	if target == "" {
 		target = ns
 	}
-	objs, err := hydrate.Build(hydrate.Request{FS: files, Dir: rel, Params: params, Namespace: target})
+	objs, err := e.hydrations.build(hydrate.Request{FS: files, Dir: rel, Params: params, Namespace: target})
 	if err != nil {
 		var missing *hydrate.MissingParamError
 		var badName *hydrate.ParamNameError
@@ -91,6 +92,50 @@ func hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, namePat
 	entry["source"] = map[string]any{"type": catalogSourceType, "dir": dir}
 	r.Entry = entry
 	return h, nil
+}
+
+// hydrationCache keeps the objects of recent hydrations by hydrate.Key
+// (the entry's files, params and namespace): an Experiment is rendered at
+// every stage and reconcile, and a kustomize build costs far more than
+// hashing its files. The objects are shared and never changed. It is
+// bounded to maxHydrations entries, the oldest dropped first.
+type hydrationCache struct {
+	mu    sync.Mutex
+	objs  map[string][]map[string]any
+	order []string
+}
+
+const maxHydrations = 256
+
+// build is hydrate.Build, answered from the cache when it holds req's key.
+func (c *hydrationCache) build(req hydrate.Request) ([]map[string]any, error) {
+	key, err := hydrate.Key(req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	objs, ok := c.objs[key]
+	c.mu.Unlock()
+	if ok {
+		return objs, nil
+	}
+	if objs, err = hydrate.Build(req); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.objs == nil {
+		c.objs = map[string][]map[string]any{}
+	}
+	if _, again := c.objs[key]; !again {
+		c.order = append(c.order, key)
+	}
+	c.objs[key] = objs
+	for len(c.order) > maxHydrations {
+		delete(c.objs, c.order[0])
+		c.order = c.order[1:]
+	}
+	return objs, nil
 }
 
 // hydratedFiles writes objs into dir: one file per object,

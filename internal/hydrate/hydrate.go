@@ -8,6 +8,8 @@
 package hydrate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -179,6 +181,52 @@ func Build(req Request) ([]map[string]any, error) {
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// Key identifies what Build would yield for req: a hash of the files under
+// its directory (within its limits), its params and its namespace. Two
+// requests with one key build the same objects, so a caller may keep
+// Build's result by it. It reads the files as Build does.
+func Key(req Request) (string, error) {
+	lim := req.Limits.withDefaults()
+	dir, err := entryDir(req.Dir)
+	if err != nil {
+		return "", err
+	}
+	mem, _, err := load(req.FS, dir, lim)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "dir\x00%s\x00ns\x00%s\x00", dir, req.Namespace)
+	keys := make([]string, 0, len(req.Params))
+	for k := range req.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		_, _ = fmt.Fprintf(h, "param\x00%s\x00%d\x00%s\x00", k, len(req.Params[k]), req.Params[k])
+	}
+	var files []string
+	err = mem.Walk(entryRoot, func(p string, info fs.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(files)
+	for _, p := range files {
+		data, err := mem.ReadFile(p)
+		if err != nil {
+			return "", err
+		}
+		_, _ = fmt.Fprintf(h, "file\x00%s\x00%d\x00", p, len(data))
+		_, _ = h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Where the in-memory file system holds the entry's files and the

@@ -141,7 +141,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "a nested base inside the directory is built", dir: "./app",
-			files: with(map[string]string{"app/kustomization.yaml": "resources: [base]\nnamePrefix: x-\n", "app/base/kustomization.yaml": "resources: [../deploy.yaml]\n"}),
+			files:  with(map[string]string{"app/kustomization.yaml": "resources: [base]\nnamePrefix: x-\n", "app/base/kustomization.yaml": "resources: [../deploy.yaml]\n"}),
 			params: map[string]string{"tier": "x"},
 			check: func(t *testing.T, objs []map[string]any) {
 				if n := objs[0]["metadata"].(map[string]any)["name"]; n != "x-web" {
@@ -257,4 +257,47 @@ func mustString(o map[string]any) string {
 	}
 	walk(o)
 	return b.String()
+}
+
+// TestKeyFollowsWhatBuildReads: the key changes with the entry's files,
+// its params and its namespace, and only with them.
+func TestKeyFollowsWhatBuildReads(t *testing.T) {
+	base := map[string]string{"app/kustomization.yaml": "resources: [deploy.yaml]\n", "app/deploy.yaml": deployment, "other/x.yaml": "a: 1\n"}
+	req := func(fm map[string]string, params map[string]string, ns string) Request {
+		return Request{FS: files(fm), Dir: "./app", Params: params, Namespace: ns}
+	}
+	key := func(r Request) string {
+		k, err := Key(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	p := map[string]string{"tier": "x"}
+	k0 := key(req(base, p, "a"))
+	other := map[string]string{}
+	for k, v := range base {
+		other[k] = v
+	}
+	other["other/x.yaml"] = "a: 2\n"
+	changed := map[string]string{}
+	for k, v := range base {
+		changed[k] = v
+	}
+	changed["app/deploy.yaml"] = deployment + "# changed\n"
+	for _, tt := range []struct {
+		name string
+		r    Request
+		same bool
+	}{
+		{"the same request", req(base, map[string]string{"tier": "x"}, "a"), true},
+		{"a file outside the entry changed", req(other, p, "a"), true},
+		{"a file of the entry changed", req(changed, p, "a"), false},
+		{"another param value", req(base, map[string]string{"tier": "y"}, "a"), false},
+		{"another namespace", req(base, p, "b"), false},
+	} {
+		if got := key(tt.r) == k0; got != tt.same {
+			t.Errorf("%s: same key %v, want %v", tt.name, got, tt.same)
+		}
+	}
 }
