@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing/fstest"
 	"time"
 
 	"github.com/fluxcd/pkg/http/fetch"
@@ -64,7 +66,10 @@ type catalogs struct {
 // loadedCatalog is the engine of a catalog artifact, or why it has none.
 type loadedCatalog struct {
 	engine *render.Engine
-	err    error // a *reasonError with ReasonCatalogInvalid
+	// files are the artifact's manifests under the catalog's path, which
+	// Scribe builds its catalog components from (render.CatalogSource.Files).
+	files fs.FS
+	err   error // a *reasonError with ReasonCatalogInvalid
 	// until, when set, is when the verdict expires: a timeout may be the
 	// node's load rather than the catalog, so it is tried again later.
 	until time.Time
@@ -145,10 +150,11 @@ func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, 
 	if dir == "" {
 		dir = "."
 	}
-	e, err := p.catalogs.load(ctx, url, digest, dir)
+	e, files, err := p.catalogs.load(ctx, url, digest, dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("catalog %s at %s: %w", ref, revision, err)
 	}
+	t.CatalogSource.Files = files
 	t.CatalogArtifact = digest + " " + dir
 	return e, &scribev1.CatalogStatus{Revision: revision, Digest: digest, Entries: e.CatalogEntries()}, nil
 }
@@ -169,20 +175,20 @@ func readyMessage(u *unstructured.Unstructured) string {
 }
 
 // load returns the engine for the artifact at url with digest, reading the
-// catalog from dir inside it.
-func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.Engine, error) {
+// catalog from dir inside it, and the artifact's manifests under dir.
+func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.Engine, fs.FS, error) {
 	key := digest + "\x00" + dir
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l, ok := c.engines[key]; ok && (l.until.IsZero() || time.Now().Before(l.until)) {
-		return l.engine, l.err
+		return l.engine, l.files, l.err
 	}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("catalog dir: %w", err)
+		return nil, nil, fmt.Errorf("catalog dir: %w", err)
 	}
 	tmp, err := os.MkdirTemp(c.dir, "artifact-")
 	if err != nil {
-		return nil, fmt.Errorf("catalog dir: %w", err)
+		return nil, nil, fmt.Errorf("catalog dir: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	f := fetch.New(
@@ -196,24 +202,30 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 		if errors.Is(err, fetch.ErrFileNotFound) {
 			err = fmt.Errorf("artifact %s not found on the source server", digest)
 		}
-		return nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("download: %w", err)}
+		return nil, nil, &reasonError{reason: ReasonCatalogNotReady, err: fmt.Errorf("download: %w", err)}
 	}
 	// Like Flux's securejoin: the path is resolved inside the artifact.
 	root := filepath.Join(tmp, filepath.Clean(filepath.Join("/", filepath.FromSlash(dir))))
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
-		return nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf("path %q is not a directory in the artifact", dir)}
+		return nil, nil, &reasonError{reason: ReasonCatalogInvalid, err: fmt.Errorf("path %q is not a directory in the artifact", dir)}
 	}
 	// Errors name the catalog's files by their path in the source.
 	name := "./" + strings.TrimPrefix(path.Clean("/"+dir), "/")
 	e, err := c.engine(ctx, name, root)
 	var invalid *reasonError
 	if err != nil && !errors.As(err, &invalid) {
-		return nil, err // not the catalog's fault: retried
+		return nil, nil, err // not the catalog's fault: retried
+	}
+	var files fs.FS
+	if err == nil {
+		if files, err = manifestFiles(root); err != nil {
+			e, err = nil, &reasonError{reason: ReasonCatalogInvalid, err: err}
+		}
 	}
 	if c.engines == nil {
 		c.engines = map[string]loadedCatalog{}
 	}
-	l := loadedCatalog{engine: e, err: err}
+	l := loadedCatalog{engine: e, files: files, err: err}
 	if ce := (*render.CatalogError)(nil); errors.As(err, &ce) && ce.Reason == render.CatalogTimeout {
 		l.until = time.Now().Add(catalogTimeoutRetry)
 	}
@@ -225,7 +237,48 @@ func (c *catalogs) load(ctx context.Context, url, digest, dir string) (*render.E
 		delete(c.engines, c.order[0])
 		c.order = c.order[1:]
 	}
-	return e, err
+	return e, files, err
+}
+
+// catalogManifestBytes bounds the manifests kept from a catalog artifact.
+const catalogManifestBytes = 16 << 20
+
+// manifestFiles reads the files under root that Scribe may build catalog
+// components from (everything but the CUE, which the engine holds), at
+// most catalogManifestBytes in all, into memory: the artifact's directory
+// is removed once loaded. A link or other non-regular file is refused, as
+// it may lead outside the artifact.
+func manifestFiles(root string) (fs.FS, error) {
+	files := fstest.MapFS{}
+	var total int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasSuffix(p, ".cue") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s in the catalog is not a regular file", filepath.ToSlash(rel))
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if total += int64(len(data)); total > catalogManifestBytes {
+			return fmt.Errorf("the catalog's manifests exceed %d MiB", catalogManifestBytes>>20)
+		}
+		files[filepath.ToSlash(rel)] = &fstest.MapFile{Data: data, Mode: 0o444}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the catalog's manifests: %w", err)
+	}
+	return files, nil
 }
 
 // engine loads the catalog in root (named name) through the bounded

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -106,7 +107,8 @@ func renderedSourceURL(t *testing.T, e *render.Engine) string {
 }
 
 func TestCatalogLoad(t *testing.T) {
-	good, goodDigest := artifact(t, map[string]string{"catalog/entries.cue": userCatalog, "apps/demo-services/kustomization.yaml": "resources: []\n"})
+	good, goodDigest := artifact(t, map[string]string{"catalog/entries.cue": userCatalog, "apps/demo-services/kustomization.yaml": "resources: []\n",
+		"catalog/apps/web/kustomization.yaml": "resources: [cm.yaml]\n"})
 	bad, badDigest := artifact(t, map[string]string{"catalog/entries.cue": "package catalog\n\nentries: x: {kind: \"app\", source: {type: \"ftp\"}}\n"})
 	huge, hugeDigest := artifact(t, map[string]string{"catalog/entries.cue": "package catalog\n\nimport \"list\"\n\nentries: {}\nx: list.Range(0, 5e7, 1)\n"})
 	shadow, shadowDigest := artifact(t, map[string]string{"catalog/entries.cue": strings.Replace(userCatalog, "override:  true\n", "", 1)})
@@ -139,10 +141,18 @@ func TestCatalogLoad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &catalogs{dir: t.TempDir(), bound: bound}
-			e, err := c.load(context.Background(), tt.url, tt.digest, tt.dir)
+			e, files, err := c.load(context.Background(), tt.url, tt.digest, tt.dir)
 			if tt.reason == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				// The manifests under the catalog's path are kept for
+				// building its components; its CUE is the engine's.
+				if _, err := fs.Stat(files, "apps/web/kustomization.yaml"); err != nil {
+					t.Errorf("the catalog's manifests lack apps/web/kustomization.yaml: %v", err)
+				}
+				if _, err := fs.Stat(files, "entries.cue"); err == nil {
+					t.Error("the catalog's manifests hold its CUE")
 				}
 				if got := renderedSourceURL(t, e); got != "https://git.example.com/platform/catalog" {
 					t.Fatalf("demo-services renders from %q, not the user catalog's source", got)
@@ -161,9 +171,9 @@ func TestCatalogLoad(t *testing.T) {
 	t.Run("an invalid artifact is evaluated once, and its failure remembered", func(t *testing.T) {
 		c := &catalogs{dir: t.TempDir(), bound: bound}
 		before := requests.Load()
-		_, err1 := c.load(context.Background(), srv.URL+"/huge.tar.gz", hugeDigest, "./catalog")
+		_, _, err1 := c.load(context.Background(), srv.URL+"/huge.tar.gz", hugeDigest, "./catalog")
 		start := time.Now()
-		_, err2 := c.load(context.Background(), srv.URL+"/huge.tar.gz", hugeDigest, "./catalog")
+		_, _, err2 := c.load(context.Background(), srv.URL+"/huge.tar.gz", hugeDigest, "./catalog")
 		if reasonOf(err1) != ReasonCatalogInvalid || err2 == nil || err2.Error() != err1.Error() || requests.Load()-before != 1 {
 			t.Fatalf("errors %v / %v after %d downloads; want the same CatalogInvalid from one download", err1, err2, requests.Load()-before)
 		}
@@ -174,7 +184,7 @@ func TestCatalogLoad(t *testing.T) {
 
 	t.Run("a checker that cannot run is retried, not invalid", func(t *testing.T) {
 		c := &catalogs{dir: t.TempDir(), bound: render.CatalogBound{Command: []string{"/bin/false"}}}
-		_, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
+		_, _, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
 		if err == nil || reasonOf(err) == ReasonCatalogInvalid || !strings.Contains(err.Error(), "checker failed") {
 			t.Fatalf("got %v (reason %q); want a plain checker error", err, reasonOf(err))
 		}
@@ -186,11 +196,11 @@ func TestCatalogLoad(t *testing.T) {
 	t.Run("an artifact is downloaded once and its engine reused", func(t *testing.T) {
 		c := &catalogs{dir: t.TempDir()}
 		before := requests.Load()
-		e1, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
+		e1, _, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
 		if err != nil {
 			t.Fatal(err)
 		}
-		e2, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
+		e2, _, err := c.load(context.Background(), srv.URL+"/good.tar.gz", goodDigest, "./catalog")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +278,7 @@ func BenchmarkCatalogLoad(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c := &catalogs{dir: dir}
-		if _, err := c.load(context.Background(), srv.URL+"/a.tar.gz", digest, "./catalog"); err != nil {
+		if _, _, err := c.load(context.Background(), srv.URL+"/a.tar.gz", digest, "./catalog"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -658,7 +658,9 @@ func (f *fixture) applyAdded(t *testing.T, prev, commit, dir string) []string {
 	}
 	var applied []string
 	for _, p := range f.filesAt(t, commit, dir) {
-		if before[p] {
+		// The sync Kustomization applies the directory's own files; a
+		// hydrated component's subdirectory is its delivery's.
+		if before[p] || strings.Contains(strings.TrimPrefix(p, dir), "/") {
 			continue
 		}
 		js, err := yaml.YAMLToJSON([]byte(f.fileAt(t, commit, p)))

@@ -186,12 +186,13 @@ func TestArgoCDExperimentComponentsUseTheExperimentsAppProject(t *testing.T) {
 	}
 }
 
-// Argo CD has no postBuild substitution: a kustomize-sourced component's
-// params reach Argo CD only through its catalog entry's argocd mapping
-// (demo-services maps replicas to its Deployments' replica counts), and a
-// param no mapping covers is refused with the field that set it, instead of
-// an Application that applies a literal ${param}.
-func TestArgoCDComponentParamsAreMappedOrRefused(t *testing.T) {
+// Argo CD has no postBuild substitution, and needs none for a catalog
+// component: Scribe substitutes its params when it builds it, so the
+// Application applies the objects Flux would (demo-services' replicas in
+// its Deployments), with no kustomize section and no per-applier mapping;
+// the observability config's params, which no mapping could pass, are in
+// its collector's configuration.
+func TestArgoCDComponentParamsAreSubstitutedByScribe(t *testing.T) {
 	e, err := render.New()
 	if err != nil {
 		t.Fatal(err)
@@ -200,15 +201,13 @@ func TestArgoCDComponentParamsAreMappedOrRefused(t *testing.T) {
 		name      string
 		component map[string]any
 		observe   bool
-		want      []any  // spec.source.kustomize.replicas of the component's Application
-		wantErr   string // or the error, naming the field
+		replicas  any    // of the hydrated Deployments
+		collector string // a part of the hydrated collector ConfigMap
 	}{
-		{name: "default replicas", component: map[string]any{"app": "demo-services"},
-			want: []any{map[string]any{"name": "demo-http", "count": float64(1)}, map[string]any{"name": "demo-grpc", "count": float64(1)}}},
-		{name: "replicas 3", component: map[string]any{"app": "demo-services", "params": map[string]any{"replicas": "3"}},
-			want: []any{map[string]any{"name": "demo-http", "count": float64(3)}, map[string]any{"name": "demo-grpc", "count": float64(3)}}},
-		{name: "unmapped params of the observability config", component: map[string]any{"app": "demo-services"}, observe: true,
-			wantErr: `spec.targets[0].observability: component "otel-collector": Argo CD cannot pass param(s) endpoint, tenant, transport`},
+		{name: "default replicas", component: map[string]any{"app": "demo-services"}, replicas: float64(1)},
+		{name: "replicas 3", component: map[string]any{"app": "demo-services", "params": map[string]any{"replicas": "3"}}, replicas: float64(3)},
+		{name: "the observability config's params", component: map[string]any{"app": "demo-services"}, observe: true, replicas: float64(1),
+			collector: "X-Scope-OrgID: \"lab\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := hubExperiment()
@@ -218,12 +217,6 @@ func TestArgoCDComponentParamsAreMappedOrRefused(t *testing.T) {
 				target["observability"] = map[string]any{"enabled": true}
 			}
 			b, err := e.Render(context.Background(), render.Input{Object: exp, Publish: argoPublish(), Resolved: testResolved})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,13 +227,35 @@ func TestArgoCDComponentParamsAreMappedOrRefused(t *testing.T) {
 				}
 				found = true
 				src := o["spec"].(map[string]any)["source"].(map[string]any)
-				k, _ := src["kustomize"].(map[string]any)
-				if got := k["replicas"]; fmt.Sprint(got) != fmt.Sprint(tc.want) {
-					t.Errorf("kustomize.replicas = %v, want %v", got, tc.want)
+				if k, ok := src["kustomize"]; ok {
+					t.Errorf("the Application passes params itself: kustomize %v", k)
 				}
 			}
 			if !found {
 				t.Fatal("no Application for demo-services")
+			}
+			deployments := 0
+			for _, o := range hydratedObjects(t, b, "components/hub/demo-services") {
+				if o["kind"] == "Deployment" {
+					deployments++
+					if got := o["spec"].(map[string]any)["replicas"]; fmt.Sprint(got) != fmt.Sprint(tc.replicas) {
+						t.Errorf("Deployment %s replicas %v, want %v", str(o, "metadata", "name"), got, tc.replicas)
+					}
+				}
+			}
+			if deployments != 2 {
+				t.Errorf("%d hydrated Deployments, want demo-http and demo-grpc", deployments)
+			}
+			if tc.collector != "" {
+				var config string
+				for _, o := range hydratedObjects(t, b, "components/hub/observability") {
+					if o["kind"] == "ConfigMap" {
+						config = str(o, "data", "config.yaml")
+					}
+				}
+				if !strings.Contains(config, tc.collector) || strings.Contains(config, "${") {
+					t.Errorf("collector config lacks %q or keeps a ${...}:\n%s", tc.collector, config)
+				}
 			}
 		})
 	}

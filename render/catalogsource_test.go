@@ -5,49 +5,89 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/render"
 )
 
-// TestCatalogComponentsAreDeliveredFromThePublishedCatalog: a built-in
-// entry kept in catalog/ (type catalog) is delivered from where the
-// Repository's spec.catalog says the catalog is published: Flux reads that
-// source itself (sourceRef, the path joined under spec.catalog.path);
-// Argo CD fetches its URL at its revision. Without a published catalog,
-// or for Argo CD without its URL, the render names the component's field
-// and what to configure. A Helm entry needs no catalog.
-func TestCatalogComponentsAreDeliveredFromThePublishedCatalog(t *testing.T) {
-	e, err := render.New()
+// TestCatalogComponentsAreHydrated: a component kept in the published
+// catalog (type catalog) is built by Scribe itself, from the published
+// catalog's files, into plain objects in the Experiment's directory
+// (components/<target>/<component>/, namespaced as the entry says, params
+// substituted), and delivered from Scribe's own source: a Flux
+// Kustomization of the Repository's source, an Argo CD Application of the
+// Repository's URL, without any per-applier param mapping. Without a
+// published catalog, with a ${param} nothing sets, or with an entry path
+// that leaves the catalog, the render names the component's field. A Helm
+// entry needs no catalog.
+func TestCatalogComponentsAreHydrated(t *testing.T) {
+	const userCatalog = `package catalog
+entries: {
+	outside: {kind: "app", source: {type: "catalog", path: "./../outside"}, #Params: {}}
+	plain: {kind: "app", source: {type: "catalog", path: "./apps/plain"}, #Params: {size?: string}}
+}`
+	e, err := render.New(render.WithCatalog("./team", fstest.MapFS{"entries.cue": {Data: []byte(userCatalog)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	published := &render.CatalogSource{Kind: "OCIRepository", Namespace: "flux-system", Name: "platform-catalog", Path: "./scribe",
-		URL: "oci://registry.example.com/platform/catalog", Revision: "v0.3.0"}
+	published := &render.CatalogSource{Kind: "OCIRepository", Namespace: "flux-system", Name: "platform-catalog", Path: "./scribe"}
+	artifact := func(files map[string]string) *render.CatalogSource {
+		src := *published
+		fsys := fstest.MapFS{}
+		for p, d := range files {
+			fsys[p] = &fstest.MapFile{Data: []byte(d)}
+		}
+		src.Files = fsys
+		return &src
+	}
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {size: \"${size}\"}\n"
 	argo := render.Publish{Path: ".", Applier: render.Applier{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe", SourceKind: "GitRepository", RepoURL: "https://git.example.com/fleet.git", Revision: "main"}}
+	const dir = "lab/experiment/tenancy/components/hub/"
 	for _, tt := range []struct {
 		name    string
 		app     string
+		params  map[string]any
 		pub     render.Publish
 		catalog *render.CatalogSource
-		// want is the delivery's kind and source, as JSON; wantErr the
-		// parts of the error.
+		// want is the delivery's kind and source, as JSON; files the
+		// hydrated files and a part of each; wantErr the parts of the error.
 		want    string
+		files   map[string]string
 		wantErr []string
 	}{
-		{name: "flux reads the published source", app: "demo-services", pub: render.DefaultPublish(), catalog: published,
-			want: `Kustomization ./scribe/apps/demo-services {"kind":"OCIRepository","name":"platform-catalog","namespace":"flux-system"}`},
-		{name: "argo cd fetches its url", app: "demo-services", pub: argo, catalog: published,
-			want: `Application scribe/apps/demo-services {"kustomize":{"replicas":[{"count":1,"name":"demo-http"},{"count":1,"name":"demo-grpc"}]},"path":"scribe/apps/demo-services","repoURL":"oci://registry.example.com/platform/catalog","targetRevision":"v0.3.0"}`},
+		{name: "flux applies the hydrated objects from scribe's source", app: "demo-services", pub: render.DefaultPublish(), catalog: published,
+			want: `Kustomization ./` + dir + `demo-services {"kind":"GitRepository","name":"scribe","namespace":"flux-system"}`,
+			files: map[string]string{
+				dir + "demo-services/deployment-demo-http.yaml": "  namespace: demo\n",
+				dir + "demo-services/deployment-demo-grpc.yaml": "  replicas: 1\n",
+				dir + "demo-services/namespace-demo.yaml":       "name: demo",
+				dir + "demo-services/kustomization.yaml":        "- deployment-demo-grpc.yaml\n",
+			}},
+		{name: "argo cd applies the same objects from scribe's repository", app: "demo-services", params: map[string]any{"replicas": "3"}, pub: argo, catalog: published,
+			want:  `Application ` + dir + `demo-services {"path":"` + dir + `demo-services","repoURL":"https://git.example.com/fleet.git","targetRevision":"main"}`,
+			files: map[string]string{dir + "demo-services/deployment-demo-http.yaml": "  replicas: 3\n"}},
+		{name: "the published artifact's files are what is built", app: "plain", params: map[string]any{"size": "L"}, pub: render.DefaultPublish(),
+			catalog: artifact(map[string]string{"apps/plain/kustomization.yaml": "resources: [cm.yaml]\n", "apps/plain/cm.yaml": cm}),
+			want:    `Kustomization ./` + dir + `plain {"kind":"GitRepository","name":"scribe","namespace":"flux-system"}`,
+			files:   map[string]string{dir + "plain/configmap-plain.yaml": "size: L\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: lab\n"}},
+		{name: "a param nothing sets is refused, naming it", app: "plain", pub: render.DefaultPublish(),
+			catalog: artifact(map[string]string{"apps/plain/kustomization.yaml": "resources: [cm.yaml]\n", "apps/plain/cm.yaml": cm}),
+			wantErr: []string{"spec.targets[0].components[0].params.size", "${size}", "ConfigMap/plain"}},
+		{name: "an entry path above the catalog is refused", app: "outside", pub: render.DefaultPublish(), catalog: published,
+			wantErr: []string{"spec.targets[0].components[0].app", `"outside"`, "leaves the catalog"}},
 		{name: "no published catalog", app: "demo-services", pub: render.DefaultPublish(),
 			wantErr: []string{"spec.targets[0].components[0].app", `"demo-services"`, "./apps/demo-services", "spec.catalog", "--catalog-source"}},
-		{name: "argo cd without the url", app: "demo-services", pub: argo, catalog: &render.CatalogSource{Kind: "GitRepository", Namespace: "flux-system", Name: "platform-catalog"},
-			wantErr: []string{"spec.targets[0].components[0].app", "GitRepository flux-system/platform-catalog", "--catalog-source-url"}},
 		{name: "a helm entry needs no catalog", app: "envoy-gateway", pub: render.DefaultPublish(),
 			want: `HelmRelease  null`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := e.Render(context.Background(), render.Input{Object: hubExperiment(tt.app), Publish: tt.pub, Resolved: render.Resolved{Catalog: tt.catalog}})
+			obj := hubExperiment(tt.app)
+			if tt.params != nil {
+				comp := obj["spec"].(map[string]any)["targets"].([]any)[0].(map[string]any)["components"].([]any)[0].(map[string]any)
+				comp["params"] = tt.params
+			}
+			b, err := e.Render(context.Background(), render.Input{Object: obj, Publish: tt.pub, Resolved: render.Resolved{Catalog: tt.catalog}})
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatal("rendered; want an error")
@@ -62,26 +102,50 @@ func TestCatalogComponentsAreDeliveredFromThePublishedCatalog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, o := range renderedObjects(t, b) {
-				md, _ := o["metadata"].(map[string]any)
-				if md == nil {
-					continue // the directory's kustomization.yaml
+			files := map[string]string{}
+			for _, f := range b.Files {
+				files[f.Path] = string(f.Data)
+			}
+			for p, part := range tt.files {
+				if !strings.Contains(files[p], part) {
+					t.Errorf("%s lacks %q:\n%s", p, part, files[p])
 				}
-				spec, _ := o["spec"].(map[string]any)
-				switch name, _ := md["name"].(string); {
-				case strings.HasPrefix(name, "experiment."):
-					continue // the sync object
-				case (o["kind"] == "GitRepository" || o["kind"] == "OCIRepository") && tt.app == "demo-services":
-					t.Errorf("rendered a source of its own: %s %s", o["kind"], name)
-				case o["kind"] == "Kustomization" || o["kind"] == "HelmRelease":
-					ref, _ := json.Marshal(spec["sourceRef"])
-					p, _ := spec["path"].(string)
-					got = append(got, o["kind"].(string)+" "+p+" "+string(ref))
-				case o["kind"] == "Application":
-					src, _ := json.Marshal(spec["source"])
-					p, _ := spec["source"].(map[string]any)["path"].(string)
-					got = append(got, "Application "+p+" "+string(src))
+			}
+			var got []string
+			for _, f := range b.Files {
+				if strings.Contains(f.Path, "/components/") {
+					if strings.Contains(string(f.Data), "${") {
+						t.Errorf("%s keeps a ${...}", f.Path)
+					}
+					continue // the hydrated objects
+				}
+				objs, err := render.ObjectsFromYAML(f.Data)
+				if err != nil || !strings.HasSuffix(f.Path, ".yaml") {
+					continue
+				}
+				for _, o := range objs {
+					md, _ := o["metadata"].(map[string]any)
+					if md == nil {
+						continue // the directory's kustomization.yaml
+					}
+					spec, _ := o["spec"].(map[string]any)
+					switch name, _ := md["name"].(string); {
+					case strings.HasPrefix(name, "experiment."):
+						continue // the sync object
+					case (o["kind"] == "GitRepository" || o["kind"] == "OCIRepository") && tt.app != "envoy-gateway":
+						t.Errorf("rendered a source of its own: %s %s", o["kind"], name)
+					case o["kind"] == "Kustomization" || o["kind"] == "HelmRelease":
+						if _, ok := spec["postBuild"]; ok && tt.app != "envoy-gateway" {
+							t.Errorf("%s substitutes params itself: %v", name, spec["postBuild"])
+						}
+						ref, _ := json.Marshal(spec["sourceRef"])
+						p, _ := spec["path"].(string)
+						got = append(got, o["kind"].(string)+" "+p+" "+string(ref))
+					case o["kind"] == "Application":
+						src, _ := json.Marshal(spec["source"])
+						p, _ := spec["source"].(map[string]any)["path"].(string)
+						got = append(got, "Application "+p+" "+string(src))
+					}
 				}
 			}
 			if len(got) != 1 || got[0] != tt.want {

@@ -60,6 +60,8 @@ type Engine struct {
 	// entries caches each catalog entry's JSON data through #Entry, by
 	// "<catalog index>/<name>" (entryData): bounded by the catalogs.
 	entries sync.Map
+	// hydrations caches the objects of hydrated catalog components.
+	hydrations hydrationCache
 }
 
 // schemaCheck returns the embedded compiled check of a registry kind; ok

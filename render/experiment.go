@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,7 +27,7 @@ func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in Experiment
 	if !ok {
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
 	}
-	input, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish)
+	input, comps, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish)
 	errs = append(errs, checkPublish(in.Publish)...)
 	switch {
 	case in.Stage == 0:
@@ -40,6 +41,13 @@ func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in Experiment
 		return nil, &InputError{Object: d.name, Errors: errs}
 	}
 	input.Publish = in.Publish
+	// The hydrated components of the stages rendered: their files are in
+	// the tree from the commit whose deliveries apply them.
+	for _, c := range comps {
+		if c.stage <= input.Stage {
+			d.extra = append(d.extra, c.Files...)
+		}
+	}
 	if wf := x.Spec.Workflow; wf != nil && wf.Engine == scribev1.EngineTestkube {
 		d.elsewhere = &elsewhere{namespace: testkubeNamespace(wf.Testkube), kinds: testkubeKinds, why: "Testkube objects (spec.workflow.testkube.namespace)"}
 	}
@@ -103,23 +111,41 @@ func (e *Engine) checkTestkubeNamespace(x *scribev1.Experiment, name string, age
 	return nil
 }
 
+// stagedComponent is a hydrated component and the commit stage whose
+// deliveries apply it.
+type stagedComponent struct {
+	*hydrated
+	stage int32
+}
+
 // experimentInput resolves every component the Experiment names through the
 // catalogs, checks its params against the entry's schema, and adds the
 // resolved entries and cluster facts to the template input. spec is the
 // validated spec's JSON shape, hashed into run names. allowed are the
 // namespaces besides the Experiment's own that user catalog entries may
 // install into (pub.AllowedNamespaces). Components kept in the published
-// catalog are placed in res.Catalog for pub's applier.
-func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, pub Publish) (contract.Experiment, []FieldError) {
+// catalog (res.Catalog) are hydrated: built by Scribe into plain objects,
+// returned with the stage that delivers them.
+func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, pub Publish) (contract.Experiment, []stagedComponent, []FieldError) {
 	in := contract.Experiment{Metadata: metadataOf(x), Spec: x.Spec}
 	var errs []FieldError
+	var comps []stagedComponent
 	ns := namespacePolicy{experiment: x.Namespace, allowed: pub.AllowedNamespaces,
 		argo: pub.Applier.Kind == scribev1.ApplierArgoCD, sourceRepos: pub.SourceRepos}
-	resolve := func(kind contract.ComponentKind, name string, params any, namePath, paramsPath string) (*contract.Resolved, []FieldError) {
+	// dir is where a hydrated component's objects go in the Experiment's
+	// directory, stage the commit stage that delivers them.
+	resolve := func(kind contract.ComponentKind, name string, params any, namePath, paramsPath, dir string, stage int32) (*contract.Resolved, []FieldError) {
 		r, ferrs := e.resolveComponent(kind, name, params, namePath, paramsPath, ns)
 		if r != nil {
-			if fe := placeCatalogSource(r, res.Catalog, pub.Applier.Kind, namePath); fe != nil {
+			if fe := checkCatalogSource(r, res.Catalog, namePath); fe != nil {
 				return nil, append(ferrs, *fe)
+			}
+			h, fe := e.hydrateComponent(r, res.Catalog, dir, x.Namespace, namePath, paramsPath)
+			if fe != nil {
+				return nil, append(ferrs, *fe)
+			}
+			if h != nil {
+				comps = append(comps, stagedComponent{hydrated: h, stage: stage})
 			}
 			if fe := argoParams(r, pub.Applier.Kind, paramsPath); fe != nil {
 				return nil, append(ferrs, *fe)
@@ -141,7 +167,11 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 				errs = append(errs, FieldError{Path: at + ".params", Message: err.Error()})
 				continue
 			}
-			r, ferrs := resolve(kind, name, params, at+"."+string(kind), at+".params")
+			stage := scribev1.StageComponents
+			if kind == contract.ComponentWorkflow {
+				stage = scribev1.StageWorkflowTemplates
+			}
+			r, ferrs := resolve(kind, name, params, at+"."+string(kind), at+".params", path.Join(componentsDir, t.Name, name), stage)
 			errs = append(errs, ferrs...)
 			if r != nil {
 				resolved = append(resolved, *r)
@@ -162,13 +192,16 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if o.Transport == "tailscale" {
 				errs = append(errs, FieldError{Path: at + ".transport", Message: "tailscale is not implemented: the collector would ship over the cluster network exactly as with direct, so it is refused rather than ignored; use transport: direct with a network path from the target to the hub's collector"})
 			} else {
-				r, ferrs := resolve(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at)
+				r, ferrs := resolve(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at,
+					path.Join(componentsDir, t.Name, "observability"), scribev1.StageComponents)
 				errs = append(errs, ferrs...)
 				obs = r
 			}
 		}
 		in.Targets = append(in.Targets, contract.TargetInput{Components: resolved, Observability: obs})
 	}
+
+	errs = append(errs, crossKindDepends(x, in.Targets, pub.Applier.Kind)...)
 
 	if wf := x.Spec.Workflow; wf != nil {
 		if wf.Engine == scribev1.EngineTestkube {
@@ -178,7 +211,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if name == "" {
 				name, at = DefaultTestkubeWorkflow, "spec.workflow"
 			}
-			r, ferrs := resolve(contract.ComponentWorkflow, name, nil, at, "spec.workflow.params")
+			r, ferrs := resolve(contract.ComponentWorkflow, name, nil, at, "spec.workflow.params", path.Join(validationDir, name), scribev1.StageWorkflowTemplates)
 			errs = append(errs, ferrs...)
 			if wf.Params != nil {
 				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: "the testkube engine takes no params: the evaluation is set by spec.workflow.testkube (dataset or scenarios, agentRef, llmAsAJudgeModel, judgeURL)"})
@@ -194,7 +227,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if err != nil {
 				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: err.Error()})
 			} else {
-				r, ferrs := resolve(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params")
+				r, ferrs := resolve(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params", path.Join(validationDir, wf.Template), scribev1.StageWorkflowTemplates)
 				errs = append(errs, ferrs...)
 				in.Workflow = r
 			}
@@ -209,7 +242,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 	}
 	sum := sha256.Sum256(specJSON)
 	in.SpecHash = hex.EncodeToString(sum[:])[:8]
-	return in, errs
+	return in, comps, errs
 }
 
 // componentRef is the catalog kind and name a component refers to.
@@ -244,8 +277,10 @@ func argoParams(r *contract.Resolved, applier scribev1.ApplierKind, paramsPath s
 	if applier != scribev1.ApplierArgoCD || r.Kind == contract.ComponentWorkflow || len(r.Params) == 0 {
 		return nil
 	}
+	// A Helm source's params are its values; a catalog source's Scribe
+	// substitutes itself (hydrateComponent).
 	src, _ := r.Entry["source"].(map[string]any)
-	if t, _ := src["type"].(string); t == "helm" {
+	if t, _ := src["type"].(string); t == "helm" || t == catalogSourceType {
 		return nil
 	}
 	mapped := map[string]bool{}

@@ -36,7 +36,9 @@ type Bundle struct {
 	// Dir is `<namespace>/<kind>/<name>`, relative to the repository path.
 	Dir string
 	// Files, sorted by path: Dir/kustomization.yaml, Dir/<kind>-<name>.yaml,
-	// Dir/.scribe.json and Dir + ".sync.yaml".
+	// Dir/.scribe.json and Dir + ".sync.yaml"; for an Experiment also its
+	// hydrated catalog components, Dir/components/<target>/<component>/
+	// and Dir/validation/<template>/ (see hydrateComponent).
 	Files []File
 	// Digest is sha256 over every file but .scribe.json (which records it).
 	Digest string
@@ -146,6 +148,11 @@ type decoded struct {
 	// its objects render into, and the kinds (apiVersion and kind) that
 	// may: an Experiment's Testkube objects go into Testkube's namespace.
 	elsewhere *elsewhere
+	// extra are files written beside the rendered objects, paths relative
+	// to the bundle's directory: an Experiment's hydrated catalog
+	// components (subdirectories its own kustomization.yaml does not
+	// list, each applied by the component's delivery).
+	extra []File
 }
 
 // elsewhere is a namespace besides a CR's own and the kinds rendered into it.
@@ -424,6 +431,9 @@ func (e *Engine) renderBundle(ctx context.Context, d *decoded, input any) (*Bund
 	}
 	b.Files = append(b.Files, File{Path: b.Dir + "/kustomization.yaml", Data: kustomization})
 	b.Files = append(b.Files, File{Path: b.Dir + ".sync.yaml", Data: syncData})
+	for _, f := range d.extra {
+		b.Files = append(b.Files, File{Path: b.Dir + "/" + f.Path, Data: f.Data})
+	}
 
 	h := sha256.New()
 	sortFiles(b.Files)

@@ -27,12 +27,33 @@ func hubExperiment(apps ...string) map[string]any {
 	}
 }
 
-// renderedObjects decodes every object of a bundle, the sync file's too.
+// renderedObjects decodes every object of a bundle, the sync file's too,
+// but the hydrated catalog components' (in subdirectories of the bundle's
+// directory, applied by their deliveries: see hydratedObjects).
 func renderedObjects(t *testing.T, b *render.Bundle) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, f := range b.Files {
-		if !strings.HasSuffix(f.Path, ".yaml") {
+		rel, inDir := strings.CutPrefix(f.Path, b.Dir+"/")
+		if !strings.HasSuffix(f.Path, ".yaml") || inDir && strings.Contains(rel, "/") {
+			continue
+		}
+		objs, err := render.ObjectsFromYAML(f.Data)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Path, err)
+		}
+		out = append(out, objs...)
+	}
+	return out
+}
+
+// hydratedObjects decodes the objects of the hydrated catalog component
+// in dir (relative to the bundle's directory: components/<target>/<name>).
+func hydratedObjects(t *testing.T, b *render.Bundle, dir string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, f := range b.Files {
+		if !strings.HasPrefix(f.Path, b.Dir+"/"+dir+"/") || strings.HasSuffix(f.Path, "/kustomization.yaml") {
 			continue
 		}
 		objs, err := render.ObjectsFromYAML(f.Data)

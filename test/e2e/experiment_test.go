@@ -127,9 +127,11 @@ func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 }
 
 // TestLoopExperimentWithBrokenComponentPathFails: the catalog entry's path
-// does not exist in its source; the applier reports it (Flux's
-// kustomize-controller, Argo CD's ComparisonError), and the Experiment ends
-// Failed with the applier's own error in its status.
+// does not exist in the published catalog. Scribe builds catalog
+// components itself, from the Flux source's artifact, so the render
+// refuses the Experiment before anything is committed, whichever the
+// applier: Ready=False and Stalled, RenderFailed, naming the component's
+// field and the missing path, and no revision.
 func TestLoopExperimentWithBrokenComponentPathFails(t *testing.T) {
 	t.Parallel()
 	appliers(t, testBrokenComponentPath)
@@ -143,22 +145,23 @@ func testBrokenComponentPath(t *testing.T, applier scribev1.ApplierKind) {
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
-	e := waitExperiment(t, s, ns, exp.Name, "the Experiment Failed", func(e *scribev1.Experiment) bool {
-		return e.Status.Phase == scribev1.ExperimentFailed
+	e := waitExperiment(t, s, ns, exp.Name, "the Experiment refused", func(e *scribev1.Experiment) bool {
+		ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == scribev1.RenderFailedReason
 	})
 	ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
-	fluxErr := "kustomization path not found"
-	if applier == scribev1.ApplierArgoCD {
-		fluxErr = "app path does not exist"
+	for _, want := range []string{"spec.targets[0].components[0].app", "./apps/does-not-exist", "is not a directory of the catalog"} {
+		if !strings.Contains(ready.Message, want) {
+			t.Fatalf("refused without %q: %s", want, describeExperiment(e))
+		}
 	}
-	if ready == nil || ready.Reason != controller.ReasonComponentFailed || !strings.Contains(ready.Message, fluxErr) {
-		t.Fatalf("Failed without %s's error in Ready: %s", applier, describeExperiment(e))
+	if !apimeta.IsStatusConditionTrue(e.Status.Conditions, scribev1.StalledCondition) {
+		t.Fatalf("refused but not Stalled: %+v", e.Status.Conditions)
 	}
-	if ts := e.Status.Targets; len(ts) != 1 || ts[0].Phase != scribev1.ExperimentFailed || len(ts[0].Components) != 1 ||
-		!strings.Contains(ts[0].Components[0].Message, fluxErr) {
-		t.Fatalf("the target does not carry %s's error: %+v", applier, ts)
+	if e.Status.Revision != "" {
+		t.Fatalf("refused, yet commit %s carries it", e.Status.Revision)
 	}
-	t.Logf("Failed: %s", ready.Message)
+	t.Logf("refused: %s", ready.Message)
 }
 
 // TestLoopExperimentDeliversInDependsOrder: a target that depends on
