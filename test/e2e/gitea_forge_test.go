@@ -149,4 +149,18 @@ func TestGiteaForgeClientAndPullRequestBranchAgainstRealGitea(t *testing.T) {
 	if !p3.Pushed || p3.PullRequest.Number == p2.PullRequest.Number || p3.PullRequest.State != forge.StateOpen {
 		t.Fatalf("third proposal = %+v", p3)
 	}
+
+	// A direct commit supersedes it (a direct rollback): CloseProposal
+	// closes it on Gitea with the note first in its description, and a
+	// second call finds nothing open.
+	closed, err := git.CloseProposal(ctx, opts, prOpts, three.Source, "Closed by Scribe: superseded.")
+	if err != nil || closed == nil || closed.Number != p3.PullRequest.Number || closed.State != forge.StateClosed || !strings.HasPrefix(closed.Body, "Closed by Scribe: superseded.\n\n") {
+		t.Fatalf("CloseProposal = %+v, %v", closed, err)
+	}
+	if got, err := fc.Get(ctx, p3.PullRequest.Number); err != nil || got.State != forge.StateClosed {
+		t.Fatalf("Gitea reads #%d as %+v, %v; want closed", p3.PullRequest.Number, got, err)
+	}
+	if again, err := git.CloseProposal(ctx, opts, prOpts, three.Source, "again"); err != nil || again != nil {
+		t.Fatalf("CloseProposal with nothing open = %+v, %v", again, err)
+	}
 }
