@@ -1363,12 +1363,8 @@ func TestExperimentCompletion(t *testing.T) {
 // (GitHub's REST wire format), and returns the fake.
 func (f *fixture) startReviewedExperiments(t *testing.T) *forgetest.GitHub {
 	t.Helper()
-	gh := forgetest.NewGitHub(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
-	if err := f.e.c.Create(f.ctx(), secret); err != nil {
-		t.Fatal(err)
-	}
-	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	gh, prs := f.githubForPullRequests(t)
+	f.repo.Spec.Git.PullRequest = prs
 	f.startExperimentController(t)
 	return gh
 }

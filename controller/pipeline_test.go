@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -387,15 +386,11 @@ func TestPipelineFailingVersionStopsWhereItRolledBackAndLaterStagesKeepTheirs(t 
 
 func TestPipelinePullRequestClosedWithoutMergeHoldsTheStageAndLaterStages(t *testing.T) {
 	f := newFixture(t)
-	gh := forgetest.NewGitHub(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
-	if err := f.e.c.Create(f.ctx(), secret); err != nil {
-		t.Fatal(err)
-	}
+	gh, prs := f.githubForPullRequests(t)
 	stages := []string{"dev", "staging", "prod"}
 	f.startPipelineRepositories(t, stages, func(s string, r *scribev1.Repository) {
 		if s == "staging" {
-			r.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+			r.Spec.Git.PullRequest = prs
 		}
 	})
 	p := webPipeline(f.ns, []string{"v1"}, stages...)

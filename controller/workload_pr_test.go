@@ -32,6 +32,41 @@ func (f *fixture) warmUpByPullRequest(t *testing.T, gh *forgetest.GitHub, branch
 	return got.Status.PullRequest.Number
 }
 
+// githubForPullRequests starts a fake GitHub (GitHub's REST wire format)
+// and the Secret with its token, allowed for its URL, and returns the fake
+// and the spec.git.pullRequest that names them.
+func (f *fixture) githubForPullRequests(t *testing.T) (*forgetest.GitHub, *scribev1.PullRequestSpec) {
+	t.Helper()
+	gh := forgetest.NewGitHub(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
+	if err := f.e.c.Create(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	return gh, &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+}
+
+// stableV1ByPullRequest creates the Workload web at v1 promoted by pull
+// request, merges its pull request, plays Flux applying it healthy, and
+// returns the pull request's number once v1 is Healthy.
+func (f *fixture) stableV1ByPullRequest(t *testing.T, gh *forgetest.GitHub, edit func(*scribev1.Workload)) int {
+	t.Helper()
+	w := workload(f.ns, "v1")
+	w.Spec.Rollout.Promotion = scribev1.PromotionPullRequest
+	if edit != nil {
+		edit(w)
+	}
+	if err := f.e.c.Create(f.ctx(), w); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitWorkload(t, "v1 proposed", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil })
+	merge := f.mergePR(t, gh, got.Status.PullRequest.Number, "scribe/"+f.ns+"/workload/web")
+	f.waitWorkload(t, "v1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+	f.deploymentReady(t, "web-v1", true)
+	f.playFlux(t, kustomizationName("Workload", f.ns, "web"), merge, true, "", "")
+	f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
+	return got.Status.PullRequest.Number
+}
+
 // mergePR merges Scribe's branch into main on the git server as a person
 // pressing "Merge" does, tells the fake GitHub, and returns the merge commit.
 func (f *fixture) mergePR(t *testing.T, gh *forgetest.GitHub, number int, branch string) string {
@@ -48,12 +83,8 @@ func (f *fixture) mergePR(t *testing.T, gh *forgetest.GitHub, number int, branch
 
 func TestWorkloadPullRequestPromotionWaitsForEachMergeAndCarriesEvidence(t *testing.T) {
 	f := newFixture(t)
-	gh := forgetest.NewGitHub(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
-	if err := f.e.c.Create(f.ctx(), secret); err != nil {
-		t.Fatal(err)
-	}
-	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	gh, spec := f.githubForPullRequests(t)
+	f.repo.Spec.Git.PullRequest = spec
 	f.startWithRepository(t)
 	initial := f.head(t)
 	w := workload(f.ns, "v1")

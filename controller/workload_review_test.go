@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,7 +14,6 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
-	"github.com/scribe-gitops/scribe/internal/publish/forge/forgetest"
 )
 
 // TestWorkloadAskingForPullRequestsFromARepositoryWithoutThemIsStalled:
@@ -70,30 +68,14 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 		mode := tc.mode
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			gh := forgetest.NewGitHub(t)
-			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
-			if err := f.e.c.Create(f.ctx(), secret); err != nil {
-				t.Fatal(err)
-			}
-			f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+			gh, prs := f.githubForPullRequests(t)
+			f.repo.Spec.Git.PullRequest = prs
 			f.startWithRepository(t)
-			w := workload(f.ns, "v1")
-			w.Spec.Rollout.Promotion = scribev1.PromotionPullRequest
-			w.Spec.Rollout.Rollback = mode
-			if err := f.e.c.Create(f.ctx(), w); err != nil {
-				t.Fatal(err)
-			}
 			ks := kustomizationName("Workload", f.ns, "web")
 			branch := "scribe/" + f.ns + "/workload/web"
 
 			// v1 and step 1 of v2 go through merged pull requests.
-			got := f.waitWorkload(t, "v1 proposed", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil })
-			merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
-			f.waitWorkload(t, "v1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
-			f.deploymentReady(t, "web-v1", true)
-			f.playFlux(t, ks, merge, true, "", "")
-			f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
-			v1PR := got.Status.PullRequest.Number
+			v1PR := f.stableV1ByPullRequest(t, gh, func(w *scribev1.Workload) { w.Spec.Rollout.Rollback = mode })
 			f.addVersion(t, "v2", func(w *scribev1.Workload) {
 				w.Spec.Rollout.Steps[0].Pause = scribev1.PauseFor(time.Hour)
 				w.Spec.Rollout.Analysis = &scribev1.Analysis{
@@ -102,7 +84,7 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 				}
 			})
 			warmPR := f.warmUpByPullRequest(t, gh, branch, v1PR)
-			got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
+			got := f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
 				return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
 			})
 			step1PR := got.Status.PullRequest.Number
@@ -176,31 +158,16 @@ func (f *fixture) waitWorkloadNamed(t *testing.T, name, what string, cond func(w
 // aborted canary.
 func TestAbortByDirectRollbackClosesTheOpenPullRequest(t *testing.T) {
 	f := newFixture(t)
-	gh := forgetest.NewGitHub(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: f.ns, Annotations: map[string]string{scribev1.AllowedURLsAnnotation: gh.APIURL()}}, Data: map[string][]byte{"token": []byte(gh.Token())}}
-	if err := f.e.c.Create(f.ctx(), secret); err != nil {
-		t.Fatal(err)
-	}
-	f.repo.Spec.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "github", APIURL: gh.APIURL(), SecretRef: scribev1.LocalObjectReference{Name: "github"}}
+	gh, prs := f.githubForPullRequests(t)
+	f.repo.Spec.Git.PullRequest = prs
 	f.startWithRepository(t)
-	w := workload(f.ns, "v1")
-	w.Spec.Rollout.Promotion = scribev1.PromotionPullRequest
-	if err := f.e.c.Create(f.ctx(), w); err != nil {
-		t.Fatal(err)
-	}
 	ks := kustomizationName("Workload", f.ns, "web")
 	branch := "scribe/" + f.ns + "/workload/web"
 
-	got := f.waitWorkload(t, "v1 proposed", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil })
-	merge := f.mergePR(t, gh, got.Status.PullRequest.Number, branch)
-	f.waitWorkload(t, "v1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
-	f.deploymentReady(t, "web-v1", true)
-	f.playFlux(t, ks, merge, true, "", "")
-	f.waitWorkload(t, "v1 healthy", func(w *scribev1.Workload) bool { return w.Status.Phase == scribev1.WorkloadHealthy })
-	v1PR := got.Status.PullRequest.Number
+	v1PR := f.stableV1ByPullRequest(t, gh, nil)
 	f.addVersion(t, "v2", func(w *scribev1.Workload) { w.Spec.Rollout.Steps[0].Pause = &scribev1.RolloutPause{} })
 	warmPR := f.warmUpByPullRequest(t, gh, branch, v1PR)
-	got = f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
+	got := f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
 		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
 	})
 	step1PR := got.Status.PullRequest.Number
