@@ -116,7 +116,10 @@ func TestRenderedObjectsPassServerSideDryRunApply(t *testing.T) {
 					if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 						t.Fatalf("%s: %v", f.Path, err)
 					}
-					namespaces[u.GetNamespace()] = true
+					if u.GetNamespace() != "" {
+						// Cluster-scoped objects (of hydrated components) have none.
+						namespaces[u.GetNamespace()] = true
+					}
 					items = append(items, item{fmt.Sprintf("%s:%s[%d]", file, f.Path, i), u})
 				}
 			}
