@@ -198,15 +198,7 @@ func hydratedFiles(dir string, objs []map[string]any) (*hydrated, error) {
 		h.Files = append(h.Files, File{Path: path.Join(dir, file), Data: data})
 	}
 	sort.Strings(names)
-	resources := make([]any, len(names))
-	for i, n := range names {
-		resources[i] = n
-	}
-	k, err := yamlStream(map[string]any{
-		"apiVersion": "kustomize.config.k8s.io/v1beta1",
-		"kind":       "Kustomization",
-		"resources":  resources,
-	})
+	k, err := kustomizationOf(names)
 	if err != nil {
 		return nil, fmt.Errorf("kustomization.yaml: %w", err)
 	}

@@ -414,15 +414,7 @@ func (e *Engine) renderBundle(ctx context.Context, d *decoded, input any) (*Bund
 	sort.Slice(b.Objects, func(i, j int) bool {
 		return strings.ToLower(b.Objects[i].Kind)+"-"+b.Objects[i].Name < strings.ToLower(b.Objects[j].Kind)+"-"+b.Objects[j].Name
 	})
-	resources := make([]any, len(fileNames))
-	for i, f := range fileNames {
-		resources[i] = f
-	}
-	kustomization, err := yamlStream(map[string]any{
-		"apiVersion": "kustomize.config.k8s.io/v1beta1",
-		"kind":       "Kustomization",
-		"resources":  resources,
-	})
+	kustomization, err := kustomizationOf(fileNames)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: kustomization.yaml: %w", name, err)
 	}
@@ -455,6 +447,20 @@ func (e *Engine) renderBundle(ctx context.Context, d *decoded, input any) (*Bund
 	b.Files = append(b.Files, File{Path: b.Dir + "/.scribe.json", Data: append(prov, '\n')})
 	sortFiles(b.Files)
 	return b, nil
+}
+
+// kustomizationOf is the kustomization.yaml of a directory whose
+// resources are files, in that order.
+func kustomizationOf(files []string) ([]byte, error) {
+	resources := make([]any, len(files))
+	for i, f := range files {
+		resources[i] = f
+	}
+	return yamlStream(map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  resources,
+	})
 }
 
 func sortFiles(files []File) {
