@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -115,31 +113,8 @@ func (p *publishFlags) heldObjects(ctx context.Context, t publishTarget, repoPat
 	var objs []publish.Object
 	switch {
 	case t.dir != "":
-		root, err := os.OpenRoot(p.out)
-		if errors.Is(err, fs.ErrNotExist) {
-			return map[string]map[string]bool{}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = root.Close() }()
-		err = fs.WalkDir(root.FS(), base, func(f string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return fs.SkipAll
-				}
-				return err
-			}
-			if d.Type().IsRegular() && inExperiment(f) {
-				data, err := publish.ReadRegular(root, f, 1<<20)
-				if err != nil {
-					return err
-				}
-				objs = append(objs, publish.FileObjects(f, data)...)
-			}
-			return nil
-		})
-		if err != nil {
+		var err error
+		if objs, err = dirObjects(p.out, repoPath, inExperiment); err != nil {
 			return nil, err
 		}
 	case t.git != nil:

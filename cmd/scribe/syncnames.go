@@ -91,9 +91,15 @@ func parseSyncNames(objs []publish.Object) syncNames {
 
 // dirSyncObjects reads the objects of the sync files below root/repoPath
 // of a -o directory; a directory that does not exist yet holds none.
-// Files are read as every input is: regular files only, below root,
-// bounded.
 func dirSyncObjects(outDir, repoPath string) ([]publish.Object, error) {
+	return dirObjects(outDir, repoPath, func(p string) bool { return strings.HasSuffix(p, ".sync.yaml") })
+}
+
+// dirObjects reads the objects of the files below root/repoPath of a -o
+// directory that keep accepts (by slash path from root); a directory that
+// does not exist yet holds none. Files are read as every input is:
+// regular files only, below root, bounded.
+func dirObjects(outDir, repoPath string, keep func(p string) bool) ([]publish.Object, error) {
 	var out []publish.Object
 	root, err := os.OpenRoot(outDir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -111,7 +117,7 @@ func dirSyncObjects(outDir, repoPath string) ([]publish.Object, error) {
 			}
 			return err
 		}
-		if d.Type().IsRegular() && strings.HasSuffix(p, ".sync.yaml") {
+		if d.Type().IsRegular() && keep(p) {
 			data, err := publish.ReadRegular(root, p, 1<<20)
 			if err != nil {
 				return err
