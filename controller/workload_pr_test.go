@@ -67,6 +67,20 @@ func (f *fixture) stableV1ByPullRequest(t *testing.T, gh *forgetest.GitHub, edit
 	return got.Status.PullRequest.Number
 }
 
+// step1ByPullRequest waits for v2's first step to be proposed after the
+// warm-up's pull request warmPR, merges it and waits until the merge is
+// recognised; it returns the pull request's number and the merge commit.
+func (f *fixture) step1ByPullRequest(t *testing.T, gh *forgetest.GitHub, branch string, warmPR int) (int, string) {
+	t.Helper()
+	got := f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
+		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
+	})
+	number := got.Status.PullRequest.Number
+	merge := f.mergePR(t, gh, number, branch)
+	f.waitWorkload(t, "step 1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
+	return number, merge
+}
+
 // mergePR merges Scribe's branch into main on the git server as a person
 // pressing "Merge" does, tells the fake GitHub, and returns the merge commit.
 func (f *fixture) mergePR(t *testing.T, gh *forgetest.GitHub, number int, branch string) string {

@@ -84,12 +84,7 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 				}
 			})
 			warmPR := f.warmUpByPullRequest(t, gh, branch, v1PR)
-			got := f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
-				return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
-			})
-			step1PR := got.Status.PullRequest.Number
-			step1 := f.mergePR(t, gh, step1PR, branch)
-			f.waitWorkload(t, "step 1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == step1 })
+			step1PR, step1 := f.step1ByPullRequest(t, gh, branch, warmPR)
 
 			// v2 runs but its pod keeps crashing: the checks fail.
 			f.deploymentReady(t, "web-v2", true)
@@ -97,7 +92,7 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 			f.playFlux(t, ks, step1, true, "", "")
 
 			if mode == scribev1.RollbackPullRequest {
-				got = f.waitWorkload(t, "rollback proposed", func(w *scribev1.Workload) bool {
+				got := f.waitWorkload(t, "rollback proposed", func(w *scribev1.Workload) bool {
 					return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.PullRequest != nil && w.Status.PullRequest.Number != step1PR
 				})
 				time.Sleep(time.Second)
@@ -111,7 +106,7 @@ func TestWorkloadRollbackInPullRequestMode(t *testing.T) {
 				f.waitWorkload(t, "rollback merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == merge })
 				return
 			}
-			got = f.waitWorkload(t, "rollback committed", func(w *scribev1.Workload) bool {
+			got := f.waitWorkload(t, "rollback committed", func(w *scribev1.Workload) bool {
 				return w.Status.Phase == scribev1.WorkloadRolledBack && w.Status.Revision != "" && w.Status.Revision != step1
 			})
 			rollback := got.Status.Revision
@@ -167,17 +162,12 @@ func TestAbortByDirectRollbackClosesTheOpenPullRequest(t *testing.T) {
 	v1PR := f.stableV1ByPullRequest(t, gh, nil)
 	f.addVersion(t, "v2", func(w *scribev1.Workload) { w.Spec.Rollout.Steps[0].Pause = &scribev1.RolloutPause{} })
 	warmPR := f.warmUpByPullRequest(t, gh, branch, v1PR)
-	got := f.waitWorkload(t, "step 1 proposed", func(w *scribev1.Workload) bool {
-		return w.Status.CanaryVersion == "v2" && w.Status.PullRequest != nil && w.Status.PullRequest.Number != warmPR && canaryWeight(w) > 0
-	})
-	step1PR := got.Status.PullRequest.Number
-	step1 := f.mergePR(t, gh, step1PR, branch)
-	f.waitWorkload(t, "step 1 merge recognised", func(w *scribev1.Workload) bool { return w.Status.Revision == step1 })
+	step1PR, step1 := f.step1ByPullRequest(t, gh, branch, warmPR)
 	f.playFlux(t, ks, step1, true, "", "")
 
 	// Promoted past its pause, step 2 is proposed and waits for its merge.
 	f.request(t, map[string]string{scribev1.PromoteAnnotation: "2026-11-27T21:00:00Z"})
-	got = f.waitWorkload(t, "step 2 proposed", func(w *scribev1.Workload) bool {
+	got := f.waitWorkload(t, "step 2 proposed", func(w *scribev1.Workload) bool {
 		return w.Status.PullRequest != nil && w.Status.PullRequest.Number != step1PR && w.Status.PullRequest.State == "open"
 	})
 	step2PR := got.Status.PullRequest.Number
