@@ -76,7 +76,7 @@ func readHostState() hostState {
 		h.Links = append(h.Links, l.Name())
 	}
 	h.Chains = iptablesLines()
-	h.Cgroups = kubepodsCgroups("kubepods")
+	h.Cgroups = append(kubepodsCgroups("kubepods"), kubepodsCgroups(appCgroupRoot)...)
 	for _, k := range nodeSysctls {
 		if b, err := os.ReadFile(sysctlPath(k)); err == nil {
 			h.Sysctls[k] = strings.TrimSpace(string(b))
@@ -223,6 +223,14 @@ func unmountUnder(dir string) error {
 // are found through their -address or --root-dir flags), and the
 // processes in those processes' cgroups under kubepods.
 func killProcsMentioning(s string) {
+	killCmdlinesNaming(s)
+	// Containers' processes do not name the folder: they live in the
+	// pods' cgroups.
+	killProcsInCgroups("kubepods")
+}
+
+// killCmdlinesNaming SIGKILLs every process whose command line names s.
+func killCmdlinesNaming(s string) {
 	ents, _ := os.ReadDir("/proc")
 	self := strconv.Itoa(os.Getpid())
 	for _, e := range ents {
@@ -235,19 +243,6 @@ func killProcsMentioning(s string) {
 		}
 		pid, _ := strconv.Atoi(e.Name())
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	// Containers' processes do not name the folder: they live in the
-	// pods' cgroups.
-	for _, cg := range kubepodsCgroups("kubepods") {
-		b, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(l); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
 	}
 }
 

@@ -318,7 +318,41 @@ func (n *Node) startContainerd() error {
 	if err := os.WriteFile(n.path("cni/net.d/10-scribe-node.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf(`version = 2
+	cfg := containerdConfig(n.path("containerd/root"), n.path("containerd/state"), n.sock(), n.path("opt"),
+		n.Registry+"/"+pauseImage, n.path("cni/net.d"), n.path("containerd/certs.d"))
+	if err := os.WriteFile(n.path("containerd/config.toml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	logFile, err := os.Create(n.path("containerd.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("containerd", "--config", n.path("containerd/config.toml"))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start containerd: %w", err)
+	}
+	n.containerd = cmd
+	return waitContainerd(n.sock(), func() string { return tail(n.path("containerd.log"), 20) })
+}
+
+// waitContainerd waits up to 30 s for containerd to answer on sock.
+func waitContainerd(sock string, log func() string) error {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out, err := exec.Command("ctr", "--address", sock, "version").CombinedOutput(); err == nil && bytes.Contains(out, []byte("Server:")) {
+			return nil
+		}
+	}
+	return fmt.Errorf("containerd did not answer on %s within 30s; its log:\n%s", sock, log())
+}
+
+// containerdConfig is a node's containerd configuration: its own root,
+// state, sockets and plugin folder, the pause image, the CNI config folder
+// and the registry hosts folder.
+func containerdConfig(root, state, sock, opt, pause, cniConf, certsDir string) string {
+	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
 [grpc]
@@ -350,29 +384,7 @@ state = %[2]q
     conf_dir = %[7]q
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %[8]q
-`, n.path("containerd/root"), n.path("containerd/state"), n.sock(), n.sock()+".ttrpc", n.path("opt"),
-		n.Registry+"/"+pauseImage, n.path("cni/net.d"), n.path("containerd/certs.d"))
-	if err := os.WriteFile(n.path("containerd/config.toml"), []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	logFile, err := os.Create(n.path("containerd.log"))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("containerd", "--config", n.path("containerd/config.toml"))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("start containerd: %w", err)
-	}
-	n.containerd = cmd
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if out, err := exec.Command("ctr", "--address", n.sock(), "version").CombinedOutput(); err == nil && bytes.Contains(out, []byte("Server:")) {
-			return nil
-		}
-	}
-	return fmt.Errorf("containerd did not answer on %s within 30s; its log:\n%s", n.sock(), tail(n.path("containerd.log"), 20))
+`, root, state, sock, sock+".ttrpc", opt, pause, cniConf, certsDir)
 }
 
 func (n *Node) sock() string { return n.path("containerd", "containerd.sock") }

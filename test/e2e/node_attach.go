@@ -34,6 +34,14 @@ const kubernetesServiceIP = "10.96.0.1"
 // prepareAPIServer configures a loop's kube-apiserver for the real node
 // before it starts.
 func prepareAPIServer(env *envtest.Environment, dir string) error {
+	return prepareAPIServerFor(env, dir, nodeGateway, kubernetesServiceIP)
+}
+
+// prepareAPIServerFor configures a kube-apiserver for a real kubelet before
+// it starts: it advertises advertise (a host address forwarded to its
+// 127.0.0.1 port) and serves a certificate for it, for serviceIP (its
+// kubernetes Service) and for 127.0.0.1.
+func prepareAPIServerFor(env *envtest.Environment, dir, advertise, serviceIP string) error {
 	api := env.ControlPlane.GetAPIServer()
 	certDir := filepath.Join(dir, "apiserver-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
@@ -43,7 +51,7 @@ func prepareAPIServer(env *envtest.Environment, dir string) error {
 	// own names only localhost and 127.0.0.1, which a pod reaching
 	// https://10.96.0.1 (KUBERNETES_SERVICE_HOST) refuses.
 	bundle, key, err := certutil.GenerateSelfSignedCertKey("kube-apiserver",
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(kubernetesServiceIP), net.ParseIP(nodeGateway)},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP), net.ParseIP(advertise)},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	if err != nil {
 		return err
@@ -65,7 +73,7 @@ func prepareAPIServer(env *envtest.Environment, dir string) error {
 	api.CertDir = certDir
 	api.CA = rest
 	args := api.Configure()
-	args.Set("advertise-address", nodeGateway)
+	args.Set("advertise-address", advertise)
 	// envtest disables the ServiceAccount admission plugin (its tests run
 	// no kube-controller-manager); pods need their token.
 	args.Set("disable-admission-plugins", "")
@@ -110,39 +118,7 @@ func (s *Stack) attachNode(ctx context.Context) error {
 	s.podLogs = filepath.Join(s.Dir, "pod-logs")
 	kubeletPort, _ := s.port()
 	healthPort, _ := s.port()
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: %s
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %s
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-containerRuntimeEndpoint: unix://%s
-podLogsDir: %s
-staticPodPath: ""
-makeIPTablesUtilChains: false
-serializeImagePulls: false
-nodeStatusUpdateFrequency: 4s
-syncFrequency: 10s
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-maxPods: 110
-`, kubeletPort, healthPort, n.sock(), s.podLogs)
+	cfg := kubeletConfig(kubeletPort, healthPort, n.sock(), s.podLogs) + "address: 127.0.0.1\n"
 	if s.dns != nil {
 		// The loop's cluster DNS (dns.go): pods resolve Services'
 		// names.
@@ -172,6 +148,44 @@ maxPods: 110
 	}
 	s.logf("real node: %s Ready for this loop in %s", nodeName, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// kubeletConfig is a real node's kubelet configuration without its
+// address: its port and health port, containerd's socket and the pods' log
+// folder.
+func kubeletConfig(port, healthPort, sock, podLogs string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+port: %s
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %s
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+staticPodPath: ""
+makeIPTablesUtilChains: false
+serializeImagePulls: false
+nodeStatusUpdateFrequency: 4s
+syncFrequency: 10s
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 110
+`, port, healthPort, sock, podLogs)
 }
 
 func urlHostPort(host string) (string, error) {
