@@ -86,10 +86,10 @@ type ExperimentReconciler struct {
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=argoproj.io,resources=workflows,verbs=get;list;watch
 // +kubebuilder:rbac:groups=testworkflows.testkube.io,resources=testworkflowexecutions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -256,7 +256,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 			if err != nil {
 				return ctrl.Result{}, fmt.Errorf("read applier status of %s: %w", shortRev(st.Revision), err)
 			}
-			targets, err := r.targets(ctx, e, bundle)
+			targets, err := r.targets(ctx, e, t, bundle)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
@@ -377,5 +377,11 @@ func (r *ExperimentReconciler) finalize(ctx context.Context, e *scribev1.Experim
 		record:    func(commit string) { e.Status.Revision = commit },
 		event:     func(typ, reason, format string, args ...any) { r.event(e, typ, reason, format, args...) },
 		poll:      r.Poll,
+		released: func(ctx context.Context, t *Target) error {
+			if t.Applier.Kind() != scribev1.ApplierArgoCD {
+				return nil
+			}
+			return r.unregisterArgoClusters(ctx, t.Repo.Spec.Applier.Namespace, client.ObjectKeyFromObject(e), nil)
+		},
 	})
 }

@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
@@ -48,7 +50,7 @@ func runsOf(b *render.Bundle) []ComponentRunRef {
 
 // targets reads back every target's cluster. A target is Ready when its
 // cluster is and every target it depends on is Ready.
-func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experiment, bundle *render.Bundle) ([]scribev1.TargetStatus, error) {
+func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experiment, t *Target, bundle *render.Bundle) ([]scribev1.TargetStatus, error) {
 	out := make([]scribev1.TargetStatus, len(e.Spec.Targets))
 	clusterOK := make([]bool, len(e.Spec.Targets))
 	index := make(map[string]int, len(e.Spec.Targets))
@@ -63,7 +65,7 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 			out[i] = scribev1.TargetStatus{Name: tg.Name, Phase: scribev1.ExperimentFailed, Message: "the render names nothing to read back for this target"}
 			continue
 		}
-		ts, err := r.cluster(ctx, e, tg, rb)
+		ts, kc, err := r.cluster(ctx, e, t, bundle, tg, rb)
 		if err != nil {
 			return nil, err
 		}
@@ -71,9 +73,35 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 			if err := r.components(ctx, rb, &ts); err != nil {
 				return nil, err
 			}
+			// A target whose components are not ready yet: is its
+			// cluster there at all?
+			if kc != nil && !componentsReady(ts) {
+				err := reach(ctx, *kc)
+				if err == nil && wasUnreachable(e, tg.Name) {
+					// Back: its deliveries retry now, not at their
+					// next interval.
+					r.retryDeliveries(ctx, e, rb)
+				}
+				if err != nil {
+					// What its deliveries report failed is the cluster's
+					// absence: not a failure of theirs.
+					ts.Phase, ts.Reason = scribev1.ExperimentProvisioning, ReasonTargetUnreachable
+					ts.Message = fmt.Sprintf("its cluster's API server %s (kubeconfig Secret %s) does not answer: %v", kc.Server, ts.KubeconfigSecret, err)
+				}
+			}
 		}
 		out[i] = ts
 		clusterOK[i] = ts.ClusterReady && ts.Phase != scribev1.ExperimentFailed && componentsReady(ts)
+	}
+	if t.Applier.Kind() == scribev1.ApplierArgoCD {
+		// The registrations of targets the spec no longer has go.
+		keep := map[string]bool{}
+		for _, rb := range bundle.ReadBack.Targets {
+			keep[rb.Name] = rb.ArgoCDCluster != ""
+		}
+		if err := r.unregisterArgoClusters(ctx, t.Repo.Spec.Applier.Namespace, client.ObjectKeyFromObject(e), keep); err != nil {
+			return nil, err
+		}
 	}
 	// Ready propagates along depends until nothing changes; targets in a
 	// dependency cycle never become Ready and say what they wait for.
@@ -122,45 +150,70 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 // the hub is ready at once; gke and talos need the Cluster API Cluster
 // ready, vcluster its HelmRelease; both need the kubeconfig Secret the
 // applier uses to reach the cluster.
-func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experiment, tg scribev1.Target, rb contract.TargetReadBack) (scribev1.TargetStatus, error) {
+func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experiment, t *Target, bundle *render.Bundle, tg scribev1.Target, rb contract.TargetReadBack) (scribev1.TargetStatus, *remoteKubeconfig, error) {
 	ts := scribev1.TargetStatus{Name: tg.Name}
 	if tg.Cluster.Type == scribev1.ClusterHub {
 		ts.ClusterReady, ts.Message = true, "the hub cluster"
-		return ts, nil
+		return ts, nil, nil
 	}
 	if rb.Cluster == nil {
 		ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("the render names no cluster object for this %s target", tg.Cluster.Type)
-		return ts, nil
+		return ts, nil, nil
 	}
 	id := rb.Cluster.Identity()
 	ts.KubeconfigSecret = rb.KubeconfigSecret
 	v, err := r.readBack(ctx, id)
 	if err != nil {
-		return ts, err
+		return ts, nil, err
 	}
 	switch v.State {
 	case health.Failed:
 		ts.Phase, ts.Message = scribev1.ExperimentFailed, fmt.Sprintf("%s %s: %s", id.Kind, id.Name, v.Message)
-		return ts, nil
+		return ts, nil, nil
 	case health.Pending:
 		ts.Message = fmt.Sprintf("%s %s: %s", id.Kind, id.Name, v.Message)
-		return ts, nil
+		return ts, nil, nil
 	}
 	if ts.KubeconfigSecret == "" {
 		ts.ClusterReady, ts.Message = true, fmt.Sprintf("%s %s ready", id.Kind, id.Name)
-		return ts, nil
+		return ts, nil, nil
 	}
-	secret := &metav1.PartialObjectMetadata{}
-	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	secret := &corev1.Secret{}
 	if err := r.Publisher.Reader.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: ts.KubeconfigSecret}, secret); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ts, fmt.Errorf("get secret %s/%s: %w", e.Namespace, ts.KubeconfigSecret, err)
+			return ts, nil, fmt.Errorf("get secret %s/%s: %w", e.Namespace, ts.KubeconfigSecret, err)
 		}
 		ts.Message = fmt.Sprintf("%s %s is ready; waiting for its kubeconfig Secret %s", id.Kind, id.Name, ts.KubeconfigSecret)
-		return ts, nil
+		return ts, nil, nil
+	}
+	kc, perr := parseRemoteKubeconfig(secret.Data[rb.KubeconfigKey])
+	if _, ok := secret.Data[rb.KubeconfigKey]; !ok {
+		perr = fmt.Errorf("it has no key %q", rb.KubeconfigKey)
+	}
+	if rb.ArgoCDCluster != "" {
+		// Argo CD reaches the cluster through its registration, which
+		// the controller writes from the kubeconfig: the cluster is
+		// ready for Argo CD once it is registered.
+		if perr != nil {
+			ts.Reason, ts.Message = ReasonKubeconfigUnusable, fmt.Sprintf("%s %s is ready; its kubeconfig Secret %s cannot register it with Argo CD: %v", id.Kind, id.Name, ts.KubeconfigSecret, perr)
+			return ts, nil, nil
+		}
+		reg, err := argoClusterSecret(t.Repo.Spec.Applier.Namespace, rb.ArgoCDCluster, bundle.Sync.Name, client.ObjectKeyFromObject(e), tg.Name, kc)
+		if err != nil {
+			return ts, nil, err
+		}
+		if err := r.registerArgoCluster(ctx, reg, client.ObjectKeyFromObject(e), tg.Name); err != nil {
+			ts.Reason, ts.Message = ReasonClusterNotRegistered, fmt.Sprintf("%s %s is ready; registering it with Argo CD as %q: %v", id.Kind, id.Name, rb.ArgoCDCluster, err)
+			return ts, nil, nil
+		}
 	}
 	ts.ClusterReady, ts.Message = true, fmt.Sprintf("%s %s ready", id.Kind, id.Name)
-	return ts, nil
+	if perr != nil {
+		// Flux reads the kubeconfig itself (it may use what the
+		// controller refuses): no reachability check then.
+		return ts, nil, nil
+	}
+	return ts, &kc, nil
 }
 
 // components reads back the applier objects that deliver the target's
@@ -310,4 +363,41 @@ func enginePhase(u *unstructured.Unstructured) string {
 	}
 	s, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 	return s
+}
+
+// wasUnreachable says the Experiment's status last found the target's
+// cluster unreachable.
+func wasUnreachable(e *scribev1.Experiment, target string) bool {
+	for _, ts := range e.Status.Targets {
+		if ts.Name == target {
+			return ts.Reason == ReasonTargetUnreachable
+		}
+	}
+	return false
+}
+
+// retryDeliveries asks the applier objects that deliver the target's
+// components to reconcile now: a Flux Kustomization by its
+// reconcile.fluxcd.io/requestedAt, an Argo CD Application by a refresh.
+// A failure is only logged: they retry at their interval anyway.
+func (r *ExperimentReconciler) retryDeliveries(ctx context.Context, e *scribev1.Experiment, rb contract.TargetReadBack) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, c := range rb.Components {
+		if c.Delivery == nil {
+			continue
+		}
+		id := c.Delivery.Identity()
+		key, value := RequestedAtAnnotation, now
+		if id.Kind == "Application" {
+			key, value = ArgoRefreshAnnotation, "normal"
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(id.APIVersion)
+		u.SetKind(id.Kind)
+		u.SetNamespace(id.Namespace)
+		u.SetName(id.Name)
+		if err := annotate(ctx, r.Publisher.Client, u, key, value); err != nil {
+			log.FromContext(ctx).Info("retry delivery", "experiment", client.ObjectKeyFromObject(e), "target", rb.Name, "error", err.Error())
+		}
+	}
 }

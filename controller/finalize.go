@@ -30,6 +30,11 @@ type removal struct {
 	record func(commit string)
 	event  func(typ, reason, format string, args ...any)
 	poll   time.Duration
+	// released, when set, undoes what the reconciler did outside Git once
+	// the applier has pruned everything (an Experiment's Argo CD cluster
+	// registrations, which Argo CD needs until then); the finalizer stays
+	// while it fails.
+	released func(ctx context.Context, t *Target) error
 }
 
 // finalize publishes the removal of a custom resource's paths once and
@@ -71,6 +76,11 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 	if !gone {
 		conditions.MarkReconciling(obj, ReasonPruning, "waiting for %s/%s to be pruned", sync.Namespace, sync.Name)
 		return ctrl.Result{RequeueAfter: rm.poll}, nil
+	}
+	if rm.released != nil {
+		if err := rm.released(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	return ctrl.Result{}, nil

@@ -369,6 +369,15 @@ func (d *stage) provision() *ExperimentAction {
 		st.Templates = rb.Templates
 	}
 	templates := templatesNotReady(rb)
+	if reason, msg, ok := targetHeld(rb); ok {
+		// What Scribe knows of a target's cluster comes before what its
+		// applier says of the deliveries that cannot reach it.
+		d.setPhase(scribev1.ExperimentProvisioning, "%s", msg)
+		return &ExperimentAction{Kind: ExperimentWait, Requeue: d.obs.Poll, Marks: []Mark{
+			markReconciling(reason, "%s", msg),
+			markNotReady(reason, "%s", msg),
+		}}
+	}
 	if rb.Applier.State == health.Failed {
 		// A failed component delivery is the more specific cause when the
 		// applier's failure can come from it: with the argocd-cm
@@ -491,6 +500,19 @@ func deliveryFailure(rb *TargetsReadBack, templates []string) (reason, msg strin
 	}
 	if rb.TemplatesFailed {
 		return ReasonComponentFailed, "workflow template delivery failed: " + strings.Join(templates, "; "), true
+	}
+	return "", "", false
+}
+
+// targetHeld is the reason and message of the first target held by its
+// cluster as Scribe reads it (TargetUnreachable, KubeconfigUnusable,
+// ClusterNotRegistered: TargetStatus.Reason): not a failure, since the
+// provider, the network or the platform may yet mend it.
+func targetHeld(rb *TargetsReadBack) (reason, msg string, ok bool) {
+	for _, ts := range rb.Targets {
+		if ts.Reason != "" && ts.Phase != scribev1.ExperimentFailed && ts.Phase != scribev1.ExperimentReady {
+			return ts.Reason, fmt.Sprintf("target %s: %s", ts.Name, ts.Message), true
+		}
 	}
 	return "", "", false
 }

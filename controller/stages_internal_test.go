@@ -77,6 +77,12 @@ func target(name string, phase scribev1.ExperimentPhase, clusterReady bool, msg 
 	return scribev1.TargetStatus{Name: name, Phase: phase, ClusterReady: clusterReady, Message: msg}
 }
 
+// heldBy gives a target the reason Scribe holds it for.
+func heldBy(ts scribev1.TargetStatus, reason string) scribev1.TargetStatus {
+	ts.Reason = reason
+	return ts
+}
+
 // readTargets is the applier's verdict on c1 and the targets' states.
 func readTargets(applier health.State, targets ...scribev1.TargetStatus) *TargetsReadBack {
 	v := health.Verdict{State: applier, Message: "Kustomization: " + string(applier)}
@@ -294,6 +300,23 @@ func TestDecideExperimentWalksTheStageTable(t *testing.T) {
 			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Failed"},
 			marks:  []string{"Ready=False/ClusterFailed", "Stalled=True/ClusterFailed"},
 			events: []string{"Warning Failed: target app: Cluster lab-app: quota exceeded"}},
+		{name: "a target's cluster does not answer: Provisioning with TargetUnreachable, not the applier's failure of the deliveries that cannot reach it",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(2)),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Targets: applierFailed(health.ReasonHealthCheckFailed, "health check failed after 30s: Kustomization/team/lab-app-web status: 'Failed'",
+				heldBy(target("app", scribev1.ExperimentProvisioning, true, "its cluster's API server https://10.0.0.1:6443 (kubeconfig Secret lab-app-kubeconfig) does not answer: connection refused"), ReasonTargetUnreachable), bothReady[1])},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Provisioning", "stage": "2", "revision": "c1"},
+			marks: []string{"Reconciling=True/TargetUnreachable", "Ready=False/TargetUnreachable"}},
+		{name: "a target's kubeconfig cannot register it with Argo CD: Provisioning with KubeconfigUnusable",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(1)),
+			obs: ExperimentObservations{Rendered: rendered("d1"), Targets: readTargets(health.Healthy,
+				bothReady[0], heldBy(target("load", scribev1.ExperimentProvisioning, false, "Cluster lab-load is ready; its kubeconfig Secret lab-load-kubeconfig cannot register it with Argo CD: exec (a credential plugin)"), ReasonKubeconfigUnusable))},
+			kind: ExperimentWait, requeue: poll, fields: fields{"phase": "Provisioning", "stage": "1"},
+			marks: []string{"Reconciling=True/KubeconfigUnusable", "Ready=False/KubeconfigUnusable"}},
+		{name: "a held target that is Ready anyway holds nothing",
+			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, "", atStage(1)),
+			obs:  ExperimentObservations{Rendered: rendered("d1"), Targets: readTargets(health.Healthy, heldBy(bothReady[0], ReasonTargetUnreachable), bothReady[1])},
+			kind: ExperimentRender, fields: fields{"stage": "2", "revision": ""},
+			marks: []string{"Reconciling=True/Progressing", "Ready=False/Progressing"}},
 		{name: "a component failed on a ready cluster: ComponentFailed, and read again",
 			spec: lab(), status: inPhase(scribev1.ExperimentProvisioning, ""),
 			obs:  ExperimentObservations{Rendered: rendered("d1"), Workflow: validation, Targets: readTargets(health.Healthy, target("app", scribev1.ExperimentFailed, true, "component web: HelmRelease/team/lab-app-web: install failed"), bothReady[1])},

@@ -394,6 +394,11 @@ type TargetStatus struct {
 	// KubeconfigSecret is the Secret holding the cluster's kubeconfig.
 	// +optional
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
+	// Reason is why the target is not Ready yet, when Scribe knows more
+	// than its appliers say: TargetUnreachable while the cluster's API
+	// server, as its kubeconfig Secret names it, does not answer.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// Message explains the phase.
 	// +optional
 	Message string `json:"message,omitempty"`

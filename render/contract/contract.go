@@ -237,6 +237,12 @@ type TargetReadBack struct {
 	// KubeconfigSecret is the Secret, in the Experiment's namespace, the
 	// applier reaches the cluster with; empty for the hub.
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
+	// KubeconfigKey is the key of the kubeconfig in KubeconfigSecret.
+	KubeconfigKey string `json:"kubeconfigKey,omitempty"`
+	// ArgoCDCluster is the name the target's Argo CD Applications give
+	// their destination cluster, which the controller registers with Argo
+	// CD from the kubeconfig Secret; empty for the hub and with Flux.
+	ArgoCDCluster string `json:"argoCDCluster,omitempty"`
 	// Components are the target's deliveries, in spec order, then the
 	// observability wiring.
 	Components []ComponentReadBack `json:"components,omitempty"`

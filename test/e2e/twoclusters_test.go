@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
+)
+
+// newAppClusterLoop boots the loop on the real node with applier, pushes
+// the stand-ins of the demo services' images, starts the app cluster,
+// installs Scribe by its chart and creates ns with its Repository.
+func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*Stack, *AppCluster) {
+	t.Helper()
+	skipWithoutLoop(t)
+	s := StartOpts(t, StackOptions{Applier: applier, RealNode: true})
+	if err := s.Node.PushStandIns(context.Background(), s.logf); err != nil {
+		t.Fatal(err)
+	}
+	a := s.StartAppCluster(t)
+	s.InstallScribe(t, InstallOptions{})
+	newNamespaceAndRepository(t, s, ns)
+	return s, a
+}
+
+// playClusterAPI does what Cluster API and its provider do once a cluster
+// is up, and nothing else: the Cluster's status says Available, and the
+// Secret <cluster>-kubeconfig (key value, owned by the Cluster) holds a
+// kubeconfig for the app cluster.
+func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	cl.Object["status"] = map[string]any{
+		"observedGeneration": cl.GetGeneration(),
+		"phase":              "Provisioned",
+		"conditions": []any{map[string]any{
+			"type": "Available", "status": "True", "reason": "Available", "message": "",
+			"lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339), "observedGeneration": cl.GetGeneration(),
+		}},
+	}
+	if err := s.Client.Status().Update(ctx, cl); err != nil {
+		t.Fatalf("play Cluster API's status of Cluster %s: %v", cl.GetName(), err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: cl.GetName() + "-kubeconfig", Namespace: cl.GetNamespace(),
+			Labels:          map[string]string{"cluster.x-k8s.io/cluster-name": cl.GetName()},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: cl.GetAPIVersion(), Kind: cl.GetKind(), Name: cl.GetName(), UID: cl.GetUID()}},
+		},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{"value": a.Kubeconfig},
+	}
+	if err := s.Client.Create(ctx, secret); err != nil {
+		t.Fatalf("play Cluster API's kubeconfig Secret: %v", err)
+	}
+}
+
+// TestLoopExperimentDeliversToASecondCluster: an Experiment whose app
+// target is a gke cluster. Scribe commits the Cluster API objects; the test
+// plays Cluster API (the Cluster Available, its kubeconfig Secret), which
+// cannot run here, with the cluster's API server unreachable at first:
+// the Experiment says TargetUnreachable, naming the server. Once it
+// answers, the applier (Flux through the Kustomization's
+// kubeConfig.secretRef; Argo CD through the cluster Secret Scribe's
+// controller writes from the kubeconfig Secret, never into Git) delivers
+// the demo services to the second cluster, whose own node runs their pods,
+// and the Experiment is Complete. No credential of the cluster reaches a
+// commit. Deleting the Experiment prunes the component from the second
+// cluster and, with Argo CD, removes the registration.
+func TestLoopExperimentDeliversToASecondCluster(t *testing.T) {
+	t.Parallel()
+	appliers(t, testSecondCluster)
+}
+
+func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
+	ns := "remote"
+	s, a := newAppClusterLoop(t, applier, ns)
+	ctx := context.Background()
+	exp := &scribev1.Experiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "across", Namespace: ns},
+		Spec: scribev1.ExperimentSpec{
+			Description: "the demo services on a second cluster",
+			Targets: []scribev1.Target{{
+				Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
+				Components: []scribev1.Component{{App: "demo-services"}},
+			}},
+		},
+	}
+	if err := s.Client.Create(ctx, exp); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+
+	// Stage 1: the applier creates the Cluster API objects on the hub.
+	cl := &unstructured.Unstructured{}
+	cl.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	cl.SetKind("Cluster")
+	poll(t, 3*time.Minute, "the Cluster applied from stage 1", func() (bool, string) {
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name + "-app"}, cl)
+		e := &scribev1.Experiment{}
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(exp), e)
+		return err == nil, fmt.Sprintf("%v; %s", err, describeExperiment(e))
+	})
+	clusterAt := time.Since(created)
+
+	// The provider reports the cluster up, but its API server does not
+	// answer (yet).
+	a.APIForward.Down()
+	playClusterAPI(t, s, a, cl)
+	e := waitExperimentFor(t, s, 4*time.Minute, ns, exp.Name, "TargetUnreachable", func(e *scribev1.Experiment) bool {
+		ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return ready != nil && ready.Reason == controller.ReasonTargetUnreachable
+	})
+	ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+	if !strings.Contains(ready.Message, a.Server) || !strings.Contains(ready.Message, "target app") || e.Status.Phase != scribev1.ExperimentProvisioning {
+		t.Fatalf("unreachable, but: %s", describeExperiment(e))
+	}
+	if len(e.Status.Targets) != 1 || e.Status.Targets[0].Reason != controller.ReasonTargetUnreachable {
+		t.Fatalf("status.targets = %+v", e.Status.Targets)
+	}
+	t.Logf("%s: reported: %s", applier, ready.Message)
+	if err := a.APIForward.Up(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+
+	e = waitExperimentFor(t, s, 5*time.Minute, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
+		return e.Status.Phase == scribev1.ExperimentComplete
+	})
+	t.Logf("%s: Experiment created → Cluster applied %s; the API server back → Complete %s", applier,
+		clusterAt.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+
+	// The demo services run on the second cluster's node, not on the hub.
+	for _, name := range []string{"demo-http", "demo-grpc"} {
+		d := &appsv1.Deployment{}
+		if err := a.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: name}, d); err != nil {
+			t.Fatalf("Complete, but the component's Deployment %s is not on the app cluster: %v", name, err)
+		}
+		if d.Status.ReadyReplicas < 1 {
+			t.Fatalf("Deployment %s on the app cluster: %d ready", name, d.Status.ReadyReplicas)
+		}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: name}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("Deployment %s on the hub: %v", name, err)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := a.Client.List(ctx, pods, client.InNamespace("demo")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != appNodeName || p.Status.Phase != corev1.PodRunning {
+			t.Fatalf("pod %s: %s", p.Name, podState(&p))
+		}
+	}
+
+	// With Argo CD, the registration Scribe wrote: the destination's
+	// name, the server, scoped to the Experiment's AppProject.
+	var registration *corev1.Secret
+	if applier == scribev1.ApplierArgoCD {
+		list := &corev1.SecretList{}
+		if err := s.Client.List(ctx, list, client.InNamespace(ArgoCDNamespace), client.MatchingLabels{"argocd.argoproj.io/secret-type": "cluster", "scribe.dev/experiment": exp.Name}); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 1 {
+			t.Fatalf("%d Argo CD cluster Secrets for the Experiment", len(list.Items))
+		}
+		registration = &list.Items[0]
+		if got := string(registration.Data["name"]); got != ns+"/"+exp.Name+"/app" || string(registration.Data["server"]) != a.Server {
+			t.Fatalf("registration %s: name %q server %q", registration.Name, got, registration.Data["server"])
+		}
+	}
+
+	// No credential of the cluster is in any commit.
+	kc, err := clientcmd.Load(a.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
+	history := publishtest.Git(t, work, "log", "-p", "--all")
+	for name, u := range kc.AuthInfos {
+		for what, secret := range map[string][]byte{"client key": u.ClientKeyData, "client certificate": u.ClientCertificateData, "token": []byte(u.Token)} {
+			if len(secret) == 0 {
+				continue
+			}
+			if strings.Contains(history, string(secret)) || strings.Contains(history, base64.StdEncoding.EncodeToString(secret)) {
+				t.Fatalf("the %s of user %s is in the repository's history", what, name)
+			}
+		}
+	}
+
+	// Deleting it prunes the component from the second cluster, and the
+	// registration goes once the applier has pruned.
+	if err := s.Client.Delete(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 4*time.Minute, "the component pruned from the app cluster", func() (bool, string) {
+		gone := apierrors.IsNotFound(s.Client.Get(ctx, client.ObjectKeyFromObject(exp), &scribev1.Experiment{}))
+		err := a.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{})
+		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; Deployment on the app cluster: %v", gone, err)
+	})
+	if registration != nil {
+		err := s.Client.Get(ctx, client.ObjectKeyFromObject(registration), &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("the Argo CD cluster Secret %s outlived the Experiment: %v", registration.Name, err)
+		}
+	}
+}
