@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,6 +92,7 @@ type AppCluster struct {
 	holder     *exec.Cmd // keeps the network namespace alive
 	regForward *Proxy
 	named      []string // the app cluster's processes, by their loop names
+	closeOnce  sync.Once
 }
 
 // StartAppCluster starts the app cluster beside a loop on the real node and
@@ -102,7 +104,12 @@ func (s *Stack) StartAppCluster(t testing.TB) *AppCluster {
 		t.Fatal("the app cluster needs the real node: StackOptions.RealNode")
 	}
 	a := &AppCluster{s: s}
-	t.Cleanup(a.close)
+	closer := func() { a.closeOnce.Do(a.close) }
+	// The loop's stop closes it too (Ctrl-C skips the test's cleanups).
+	s.mu.Lock()
+	s.closers = append(s.closers, closer)
+	s.mu.Unlock()
+	t.Cleanup(closer)
 	if err := a.start(context.Background()); err != nil {
 		t.Fatalf("start the app cluster: %v", err)
 	}

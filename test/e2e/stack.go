@@ -86,6 +86,9 @@ type Stack struct {
 	fluxLockdown bool
 
 	node *nodeAttachment // this loop's kubelet and kube-proxy
+	// closers stop what runs beside the loop (the app cluster), first
+	// when the loop stops, on Ctrl-C as at the end.
+	closers []func()
 	// inCluster: Scribe runs as a pod (InstallScribe), its log is the
 	// container's.
 	inCluster bool
@@ -652,6 +655,12 @@ func (s *Stack) stop() {
 }
 
 func (s *Stack) doStop() {
+	s.mu.Lock()
+	closers := s.closers
+	s.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
 	// The workflow engine first: it makes no pod while the node drains.
 	s.stopNamed(workflowControllerName)
 	// The real node first, while the API server still runs: the kubelet

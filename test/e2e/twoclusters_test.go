@@ -40,8 +40,8 @@ func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*
 }
 
 // playClusterAPI does what Cluster API and its provider do once a cluster
-// is up, and nothing else: the Cluster's status says Available, and the
-// Secret <cluster>-kubeconfig (key value, owned by the Cluster) holds a
+// is up, and nothing else: the Cluster's status says Available, its
+// MachinePool's Running, and the Secret <cluster>-kubeconfig (key value, owned by the Cluster) holds a
 // kubeconfig for the app cluster.
 func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unstructured) {
 	t.Helper()
@@ -56,6 +56,21 @@ func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unst
 	}
 	if err := s.Client.Status().Update(ctx, cl); err != nil {
 		t.Fatalf("play Cluster API's status of Cluster %s: %v", cl.GetName(), err)
+	}
+	// The cluster's node pool has joined its nodes (Argo CD's health
+	// check of a MachinePool reads its phase).
+	pool := &unstructured.Unstructured{}
+	pool.SetAPIVersion(cl.GetAPIVersion())
+	pool.SetKind("MachinePool")
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: cl.GetNamespace(), Name: cl.GetName() + "-pool"}, pool); err != nil {
+		t.Fatalf("the Cluster's MachinePool: %v", err)
+	}
+	pool.Object["status"] = map[string]any{
+		"observedGeneration": pool.GetGeneration(), "phase": "Running",
+		"replicas": int64(1), "readyReplicas": int64(1), "availableReplicas": int64(1),
+	}
+	if err := s.Client.Status().Update(ctx, pool); err != nil {
+		t.Fatalf("play Cluster API's status of MachinePool %s: %v", pool.GetName(), err)
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
