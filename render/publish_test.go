@@ -52,4 +52,3 @@ func TestPublishKindsAreChecked(t *testing.T) {
 		}
 	}
 }
-
