@@ -32,7 +32,8 @@ var examples = map[string]string{
 	"targetUrl": "http://demo-http.demo.svc.cluster.local/api",
 	"tenant":    "lab",
 	"transport": "direct",
-	"endpoint":  "http://otel-collector.observability.svc.cluster.local:4317",
+	"endpoint":  "https://otlp.hub.example.com:4317",
+	"insecure":  "false",
 }
 
 // builtinEntries evaluates the built-in entries from catalog.FS.

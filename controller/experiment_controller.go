@@ -56,12 +56,17 @@ const (
 	// spec.workflow.completion.mode is manual.
 	CompleteAnnotation = "scribe.dev/complete"
 
-	// OTELConfigMapName is the ConfigMap, in the Experiment's namespace, whose
-	// OTELEndpointKey gives the OTLP endpoint targets ship telemetry to. When
-	// it (or the key) is missing the render's default endpoint is used.
+	// OTELConfigMapName is the ConfigMap, in the Experiment's namespace,
+	// whose OTELEndpointKey gives the hub collector's OTLP address targets
+	// export to and OTELMetricsURLKey the hub metrics backend's query URL,
+	// where the Experiment's spec.observability does not. Without either,
+	// render refuses a target with observability enabled: there is no
+	// default address.
 	OTELConfigMapName = "otel-config"
 	// OTELEndpointKey is the key of the endpoint in OTELConfigMapName.
 	OTELEndpointKey = "endpoint"
+	// OTELMetricsURLKey is the key of the metrics URL in OTELConfigMapName.
+	OTELMetricsURLKey = "metricsURL"
 )
 
 // ExperimentReconciler commits Experiments in stages and walks their
@@ -342,8 +347,8 @@ func (r *ExperimentReconciler) event(obj runtime.Object, typ, reason, format str
 	eventf(r.Events, obj, typ, reason, format, args...)
 }
 
-// resolve looks up what the render needs from the cluster: the OTLP
-// endpoint.
+// resolve looks up what the render needs from the cluster: the hub's
+// OTLP endpoint and metrics URL.
 func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experiment) (render.Resolved, error) {
 	var res render.Resolved
 	cm := &corev1.ConfigMap{}
@@ -351,6 +356,7 @@ func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experime
 	switch {
 	case err == nil:
 		res.OTELEndpoint = strings.TrimSpace(cm.Data[OTELEndpointKey])
+		res.MetricsURL = strings.TrimSpace(cm.Data[OTELMetricsURLKey])
 	case !apierrors.IsNotFound(err):
 		return res, fmt.Errorf("get configmap %s/%s: %w", e.Namespace, OTELConfigMapName, err)
 	}

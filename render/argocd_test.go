@@ -214,7 +214,11 @@ func TestArgoCDComponentParamsAreSubstitutedByScribe(t *testing.T) {
 			target := exp["spec"].(map[string]any)["targets"].([]any)[0].(map[string]any)
 			target["components"] = []any{tc.component}
 			if tc.observe {
+				// A collector runs only on a cluster the Experiment
+				// creates (the hub's own collector serves the hub).
+				target["cluster"] = map[string]any{"type": "vcluster"}
 				target["observability"] = map[string]any{"enabled": true}
+				exp["spec"].(map[string]any)["observability"] = hubAddresses()
 			}
 			b, err := e.Render(context.Background(), render.Input{Object: exp, Publish: argoPublish(), Resolved: testResolved})
 			if err != nil {
@@ -276,7 +280,7 @@ func TestArgoCDDeliversTargetsInDependsOrderBySyncWave(t *testing.T) {
 	// The observability wiring of a dependent target needs an
 	// otel-collector Argo CD can pass params to: a Helm one.
 	const userCatalog = `package catalog
-entries: "otel-collector": {override: true, kind: "config", namespace: "observability", source: {type: "helm", repository: "https://charts.example.com", chart: "otel-collector", version: "1.0.0"}, #Params: {tenant: string, transport: string, endpoint: string}}`
+entries: "otel-collector": {override: true, kind: "config", namespace: "observability", source: {type: "helm", repository: "https://charts.example.com", chart: "otel-collector", version: "1.0.0"}, #Params: {tenant: string, transport: string, endpoint: string, insecure: string}}`
 	e, err := render.New(render.WithCatalog("./team", fstest.MapFS{"entries.cue": {Data: []byte(userCatalog)}}))
 	if err != nil {
 		t.Fatal(err)
@@ -324,15 +328,17 @@ entries: "otel-collector": {override: true, kind: "config", namespace: "observab
 			}
 			// The first target (the deepest but in "no depends") also
 			// runs a load generator (a workflow component, delivered at
-			// stage 3) and ships its telemetry; the Experiment has a
-			// validation workflow.
-			first := targets[0].(map[string]any)
+			// stage 3); the last, made a vcluster (a collector runs only
+			// on a cluster the Experiment creates), ships its telemetry;
+			// the Experiment has a validation workflow.
+			first, last := targets[0].(map[string]any), targets[len(targets)-1].(map[string]any)
 			first["components"] = append(first["components"].([]any), map[string]any{"workflow": "k6-http-loadgen", "params": map[string]any{"targetUrl": "http://demo/"}})
-			first["observability"] = map[string]any{"enabled": true, "tenant": "lab"}
+			last["cluster"] = map[string]any{"type": "vcluster"}
+			last["observability"] = map[string]any{"enabled": true, "tenant": "lab"}
 			exp := map[string]any{
 				"apiVersion": "scribe.dev/v1alpha1", "kind": "Experiment",
 				"metadata": map[string]any{"name": "waves", "namespace": "lab"},
-				"spec":     map[string]any{"targets": targets, "workflow": map[string]any{"template": "gateway-validation"}},
+				"spec":     map[string]any{"targets": targets, "workflow": map[string]any{"template": "gateway-validation"}, "observability": hubAddresses()},
 			}
 			pub := argoPublish()
 			pub.AllowedNamespaces = []string{"observability"}
@@ -381,12 +387,21 @@ entries: "otel-collector": {override: true, kind: "config", namespace: "observab
 					t.Errorf("target %s: %d component Applications checked, want its kustomize and Helm apps", tg, got[tg])
 				}
 			}
-			if n := got[str(first, "name")]; n != 4 {
-				t.Errorf("target %s: %d Applications checked, want its two apps, the load generator's and the observability wiring's", str(first, "name"), n)
+			if n := got[str(first, "name")]; n != 3 {
+				t.Errorf("target %s: %d Applications checked, want its two apps and the load generator's", str(first, "name"), n)
+			}
+			if n := got[str(last, "name")]; n != 3 {
+				t.Errorf("target %s: %d Applications checked, want its two apps and the observability wiring's", str(last, "name"), n)
 			}
 			if deliveries == 0 {
 				t.Error("no validation template delivery checked")
 			}
 		})
 	}
+}
+
+// hubAddresses is an Experiment's spec.observability: the hub collector's
+// address as targets reach it and the metrics backend Grafana reads.
+func hubAddresses() map[string]any {
+	return map[string]any{"endpoint": "https://otlp.hub.example.com:4317", "metricsURL": "http://mimir-query-frontend.mimir.svc:8080/prometheus"}
 }

@@ -153,6 +153,18 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 		}
 		return r, ferrs
 	}
+	telemetry, terrs := decideTelemetry(x.Spec, x.Namespace, res)
+	errs = append(errs, terrs...)
+	if len(terrs) == 0 {
+		ds, err := grafanaDatasources(x.Namespace, x.Name, telemetry.MetricsURL, telemetry.Tenants)
+		if err != nil {
+			errs = append(errs, FieldError{Path: "spec.observability", Message: err.Error()})
+		}
+		in.Datasources = ds
+	}
+	if in.Datasources == nil {
+		in.Datasources = []contract.Datasource{}
+	}
 	for i, t := range x.Spec.Targets {
 		resolved := []contract.Resolved{}
 		for j, c := range t.Components {
@@ -179,24 +191,12 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 		}
 
 		var obs *contract.Resolved
-		if o := t.Observability; o != nil && o.Enabled {
-			tenant := o.Tenant
-			if tenant == "" {
-				tenant = x.Namespace
-			}
-			endpoint := res.OTELEndpoint
-			if endpoint == "" {
-				endpoint = "http://otel-collector.observability.svc.cluster.local:4317"
-			}
+		if tt := telemetry.Targets[i]; tt != nil {
 			at := fmt.Sprintf("spec.targets[%d].observability", i)
-			if o.Transport == "tailscale" {
-				errs = append(errs, FieldError{Path: at + ".transport", Message: "tailscale is not implemented: the collector would ship over the cluster network exactly as with direct, so it is refused rather than ignored; use transport: direct with a network path from the target to the hub's collector"})
-			} else {
-				r, ferrs := resolve(contract.ComponentConfig, "otel-collector", map[string]any{"tenant": tenant, "transport": o.Transport, "endpoint": endpoint}, at, at,
-					path.Join(componentsDir, t.Name, "observability"), scribev1.StageComponents)
-				errs = append(errs, ferrs...)
-				obs = r
-			}
+			r, ferrs := resolve(contract.ComponentConfig, "otel-collector", tt.params(), at, at,
+				path.Join(componentsDir, t.Name, "observability"), scribev1.StageComponents)
+			errs = append(errs, ferrs...)
+			obs = r
 		}
 		in.Targets = append(in.Targets, contract.TargetInput{Components: resolved, Observability: obs})
 	}

@@ -114,8 +114,14 @@ func checkPublish(p Publish) []FieldError {
 
 // Resolved holds cluster facts an Experiment render needs.
 type Resolved struct {
-	// OTELEndpoint is the OTLP endpoint from the cluster's otel-config ConfigMap.
+	// OTELEndpoint is the OTLP endpoint from the cluster's otel-config
+	// ConfigMap (key endpoint): the hub collector's address targets export
+	// to when the Experiment's spec.observability.endpoint is empty.
 	OTELEndpoint string `json:"otelEndpoint,omitempty"`
+	// MetricsURL is the hub metrics backend's query URL from the same
+	// ConfigMap (key metricsURL), when spec.observability.metricsURL is
+	// empty.
+	MetricsURL string `json:"metricsURL,omitempty"`
 	// GCPProject is the GCP project of gke and talos clusters.
 	GCPProject string `json:"gcpProject,omitempty"`
 	// Catalog is where the catalog is published (the Repository's

@@ -37,11 +37,6 @@ func TestPublishKindsAreChecked(t *testing.T) {
 				pub := render.DefaultPublish()
 				tc.mutate(&pub)
 				obj := k8sruntime.DeepCopyJSON(loadFixture(t, fixture))
-				if pub.Applier.Kind == "ArgoCD" {
-					// The observability collector's params reach only Flux
-					// (TestArgoCDComponentParamsAreMappedOrRefused).
-					withoutObservability(obj)
-				}
 				_, err := e.Render(context.Background(), render.Input{Object: obj, Publish: pub, Resolved: testResolved})
 				if tc.want == "" {
 					if err != nil {
@@ -54,18 +49,6 @@ func TestPublishKindsAreChecked(t *testing.T) {
 					t.Fatalf("got %v, want the input error %s", err, tc.want)
 				}
 			})
-		}
-	}
-}
-
-// withoutObservability turns off every target's observability of an
-// Experiment object.
-func withoutObservability(obj map[string]any) {
-	spec, _ := obj["spec"].(map[string]any)
-	targets, _ := spec["targets"].([]any)
-	for _, t := range targets {
-		if m, ok := t.(map[string]any); ok {
-			delete(m, "observability")
 		}
 	}
 }

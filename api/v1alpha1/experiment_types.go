@@ -50,6 +50,40 @@ type ExperimentSpec struct {
 	// Workflow validates the experiment once every target is ready.
 	// +optional
 	Workflow *ExperimentWorkflow `json:"workflow,omitempty"`
+
+	// Observability says where the hub receives and serves the telemetry
+	// of the targets with observability enabled. Each field falls back to
+	// the ConfigMap otel-config in the Experiment's namespace (keys
+	// endpoint, metricsURL); a target with observability enabled and
+	// either address in neither place is refused at render.
+	// +optional
+	Observability *HubObservability `json:"observability,omitempty"`
+}
+
+// HubObservability is the hub's side of an Experiment's telemetry: the
+// collector its targets export to and the metrics backend Grafana reads the
+// tenant's series from.
+type HubObservability struct {
+	// Endpoint is the OTLP/gRPC address of the hub's collector as the
+	// targets reach it (http://host:port without TLS, https://host:port
+	// with it): a name the target clusters resolve to the hub, never an
+	// in-cluster Service name, which resolves inside the target. Each
+	// target's collector exports there with the header X-Scope-OrgID set
+	// to its tenant.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern="^https?://"
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// MetricsURL is the Prometheus-compatible query URL of the hub's
+	// metrics backend as Grafana reaches it (for Mimir
+	// http://mimir-query-frontend.mimir.svc:8080/prometheus). Scribe
+	// renders a Grafana datasource per tenant reading it with the header
+	// X-Scope-OrgID.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern="^https?://"
+	// +optional
+	MetricsURL string `json:"metricsURL,omitempty"`
 }
 
 // Target is one cluster of an experiment.

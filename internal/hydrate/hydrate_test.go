@@ -204,7 +204,7 @@ func TestBuildShippedCatalog(t *testing.T) {
 		want   int
 	}{
 		{"./apps/demo-services", "demo", map[string]string{"replicas": "2"}, 6},
-		{"./config/otel-collector", "observability", map[string]string{"tenant": "t", "transport": "direct", "endpoint": "http://hub:4317"}, 4},
+		{"./config/otel-collector", "observability", map[string]string{"tenant": "t", "transport": "direct", "endpoint": "https://otlp.hub.example.com:4317", "insecure": "false"}, 4},
 		{"./workflows/k6-http-loadgen", "experiments", nil, 0},
 		{"./workflows/gateway-validation", "experiments", nil, 0},
 		{"./workflows/agent-eval", "testkube", nil, 5},

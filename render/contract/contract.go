@@ -157,6 +157,9 @@ type Experiment struct {
 	// OTELEndpoint is the OTLP endpoint targets ship telemetry to, when the
 	// cluster names one.
 	OTELEndpoint string `json:"otelEndpoint,omitempty"`
+	// Datasources are the Grafana datasources of the targets' tenants,
+	// committed with the observability wiring (stage 2).
+	Datasources []Datasource `json:"datasources"`
 	// Stage is the commit stage to render, 1 to 4 (see
 	// v1alpha1.ExperimentStatus.Stage): each stage's tree holds the
 	// previous stage's and what the stage adds; stage 4 is the final tree.
@@ -170,6 +173,20 @@ type TargetInput struct {
 	// Observability is the resolved observability wiring, or null where
 	// it is off.
 	Observability *Resolved `json:"observability"`
+}
+
+// Datasource is the Grafana datasource of one tenant: a provisioning file
+// the template puts into a ConfigMap Grafana's sidecar picks up.
+type Datasource struct {
+	// Tenant the datasource reads.
+	Tenant string `json:"tenant"`
+	// Name of the ConfigMap.
+	Name string `json:"name"`
+	// Key of the file in the ConfigMap (unique among every ConfigMap the
+	// sidecar reads: it writes them into one directory).
+	Key string `json:"key"`
+	// File is the provisioning file (YAML).
+	File string `json:"file"`
 }
 
 // ObjectRef names one object the controller reads back. A template names
