@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,6 +94,8 @@ type AppCluster struct {
 	regForward *Proxy
 	named      []string // the app cluster's processes, by their loop names
 	closeOnce  sync.Once
+	// stopIngresses stops publishing the Ingresses' status.
+	stopIngresses context.CancelFunc
 }
 
 // StartAppCluster starts the app cluster beside a loop on the real node and
@@ -203,6 +206,28 @@ func (a *AppCluster) start(ctx context.Context) (err error) {
 	if err := a.startNode(ctx, kubeconfig); err != nil {
 		return err
 	}
+	// Its Ingresses, as the hub's are (gateway.go): the class the
+	// catalog's demo services ask for, published at the node's address
+	// by the loop, as an ingress controller would publish them.
+	ic := &unstructured.Unstructured{}
+	ic.SetAPIVersion("networking.k8s.io/v1")
+	ic.SetKind("IngressClass")
+	ic.SetName(IngressClass)
+	_ = unstructured.SetNestedField(ic.Object, IngressController, "spec", "controller")
+	if err := a.Client.Create(ctx, ic); err != nil {
+		return fmt.Errorf("create IngressClass %s on the app cluster: %w", IngressClass, err)
+	}
+	var ingressCtx context.Context
+	ingressCtx, a.stopIngresses = context.WithCancel(context.Background())
+	go func() {
+		for ingressCtx.Err() == nil {
+			publishIngresses(ingressCtx, a.Client, appLinkNode, s.logf)
+			select {
+			case <-ingressCtx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
 	s.logf("app cluster: up in %s; API server %s, node %s (%s) with pods on %s",
 		time.Since(start).Round(time.Millisecond), a.Server, appNodeName, appLinkNode, appPodSubnet)
 	return nil
@@ -388,6 +413,9 @@ func (a *AppCluster) startNode(ctx context.Context, kubeconfig string) error {
 // half-started one.
 func (a *AppCluster) close() {
 	s := a.s
+	if a.stopIngresses != nil {
+		a.stopIngresses()
+	}
 	if a.Client != nil {
 		// Nothing makes or places new pods while the kubelet stops them.
 		s.stopNamed("app-kube-controller-manager", "app-kube-scheduler")

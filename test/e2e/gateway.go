@@ -146,10 +146,16 @@ func (s *Stack) writeRouteStatus(ctx context.Context) {
 // ingressStatus publishes every Ingress of our class that is not yet
 // published at 127.0.0.1.
 func (s *Stack) ingressStatus(ctx context.Context) {
+	publishIngresses(ctx, s.Client, "127.0.0.1", s.logf)
+}
+
+// publishIngresses publishes every Ingress of our class that c serves and
+// that is not yet published, at ip.
+func publishIngresses(ctx context.Context, c client.Client, ip string, logf func(string, ...any)) {
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion("networking.k8s.io/v1")
 	list.SetKind("IngressList")
-	if err := s.Client.List(ctx, list); err != nil {
+	if err := c.List(ctx, list); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -160,9 +166,9 @@ func (s *Stack) ingressStatus(ctx context.Context) {
 		if lb, _, _ := unstructured.NestedSlice(in.Object, "status", "loadBalancer", "ingress"); len(lb) > 0 {
 			continue
 		}
-		in.Object["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "127.0.0.1"}}}}
-		if err := s.Client.Status().Update(ctx, in); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			s.logf("ingress: status of %s/%s: %v", in.GetNamespace(), in.GetName(), err)
+		in.Object["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": ip}}}}
+		if err := c.Status().Update(ctx, in); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			logf("ingress: status of %s/%s: %v", in.GetNamespace(), in.GetName(), err)
 		}
 	}
 }
