@@ -44,6 +44,8 @@ entries: {
 	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {size: \"${size}\"}\n"
 	argo := render.Publish{Path: ".", Applier: render.Applier{Kind: scribev1.ApplierArgoCD, Namespace: "argocd", Name: "scribe", SourceKind: "GitRepository", RepoURL: "https://git.example.com/fleet.git", Revision: "main"}}
 	const dir = "lab/experiment/tenancy/components/hub/"
+	// The Experiment lab/tenancy's suffix on every hydrated object.
+	sfx := render.OwnedSuffix("lab", "tenancy")
 	for _, tt := range []struct {
 		name    string
 		app     string
@@ -59,18 +61,18 @@ entries: {
 		{name: "flux applies the hydrated objects from scribe's source", app: "demo-services", pub: render.DefaultPublish(), catalog: published,
 			want: `Kustomization ./` + dir + `demo-services {"kind":"GitRepository","name":"scribe","namespace":"flux-system"}`,
 			files: map[string]string{
-				dir + "demo-services/deployment-demo-http.yaml": "  namespace: demo\n",
-				dir + "demo-services/deployment-demo-grpc.yaml": "  replicas: 1\n",
-				dir + "demo-services/namespace-demo.yaml":       "name: demo",
-				dir + "demo-services/kustomization.yaml":        "- deployment-demo-grpc.yaml\n",
+				dir + "demo-services/deployment-demo-http" + sfx + ".yaml": "  namespace: demo\n",
+				dir + "demo-services/deployment-demo-grpc" + sfx + ".yaml": "  replicas: 1\n",
+				dir + "demo-services/namespace-demo.yaml":                  "name: demo",
+				dir + "demo-services/kustomization.yaml":                   "- deployment-demo-grpc" + sfx + ".yaml\n",
 			}},
 		{name: "argo cd applies the same objects from scribe's repository", app: "demo-services", params: map[string]any{"replicas": "3"}, pub: argo, catalog: published,
 			want:  `Application ` + dir + `demo-services {"path":"` + dir + `demo-services","repoURL":"https://git.example.com/fleet.git","targetRevision":"main"}`,
-			files: map[string]string{dir + "demo-services/deployment-demo-http.yaml": "  replicas: 3\n"}},
+			files: map[string]string{dir + "demo-services/deployment-demo-http" + sfx + ".yaml": "  replicas: 3\n"}},
 		{name: "the published artifact's files are what is built", app: "plain", params: map[string]any{"size": "L"}, pub: render.DefaultPublish(),
 			catalog: artifact(map[string]string{"apps/plain/kustomization.yaml": "resources: [cm.yaml]\n", "apps/plain/cm.yaml": cm}),
 			want:    `Kustomization ./` + dir + `plain {"kind":"GitRepository","name":"scribe","namespace":"flux-system"}`,
-			files:   map[string]string{dir + "plain/configmap-plain.yaml": "size: L\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: lab\n"}},
+			files:   map[string]string{dir + "plain/configmap-plain" + sfx + ".yaml": "size: L\nkind: ConfigMap\nmetadata:\n  name: plain" + sfx + "\n  namespace: lab\n"}},
 		{name: "a param nothing sets is refused, naming it", app: "plain", pub: render.DefaultPublish(),
 			catalog: artifact(map[string]string{"apps/plain/kustomization.yaml": "resources: [cm.yaml]\n", "apps/plain/cm.yaml": cm}),
 			wantErr: []string{"spec.targets[0].components[0].params.size", "${size}", "ConfigMap/plain"}},

@@ -40,11 +40,15 @@ type hydrated struct {
 // hydrateComponent builds r, whose entry's source is `type: "catalog"`,
 // from the published catalog's files (src.Files, or the catalog shipped in
 // this binary when nil) into dir, setting the namespace to the entry's
-// (or ns, the Experiment's, when it has none). It rewrites r's entry
-// source to {type: "catalog", dir: dir} for the templates. A
+// (or ns, the Experiment's, when it has none) and naming every object per
+// Experiment: suffix (OwnedSuffix) appended to its name. It rewrites r's
+// entry source to {type: "catalog", dir: dir, nameSuffix: suffix} for the
+// templates, which append the suffix to the names they reference (the
+// WorkflowTemplate a Workflow runs, the TestWorkflowTemplates a
+// TestWorkflow uses). A
 // component of any other source type is left alone (nil, nil). Errors name
 // namePath, or paramsPath.<param> for a ${param} nothing sets.
-func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, namePath, paramsPath string) (*hydrated, *FieldError) {
+func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, suffix, namePath, paramsPath string) (*hydrated, *FieldError) {
 	s, _ := r.Entry["source"].(map[string]any)
 	if s == nil || s["type"] != catalogSourceType {
 		return nil, nil
@@ -70,7 +74,7 @@ func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir,
 	if target == "" {
 		target = ns
 	}
-	objs, err := e.hydrations.build(hydrate.Request{FS: files, Dir: rel, Params: params, Namespace: target})
+	objs, err := e.hydrations.build(hydrate.Request{FS: files, Dir: rel, Params: params, Namespace: target, NameSuffix: suffix})
 	if err != nil {
 		var missing *hydrate.MissingParamError
 		var badName *hydrate.ParamNameError
@@ -89,7 +93,7 @@ func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir,
 		return nil, &FieldError{Path: namePath, Message: fmt.Sprintf("component %q: %v", r.Name, err)}
 	}
 	entry := maps.Clone(r.Entry)
-	entry["source"] = map[string]any{"type": catalogSourceType, "dir": dir}
+	entry["source"] = map[string]any{"type": catalogSourceType, "dir": dir, "nameSuffix": suffix}
 	r.Entry = entry
 	return h, nil
 }

@@ -83,7 +83,15 @@ type Request struct {
 	// kustomize's namespace field does (the overlay Flux's
 	// targetNamespace builds).
 	Namespace string
-	Limits    Limits
+	// NameSuffix, when set, is appended to the name of every object but
+	// the shared ones (SharedKind) as kustomize's nameSuffix does, which
+	// also rewrites the references to them kustomize knows (a
+	// RoleBinding's subjects and roleRef, a Pod template's service account,
+	// ConfigMap and Secret volumes, an Ingress's backends), plus those of
+	// Argo Workflows objects (argoReferences). A suffixed name longer than
+	// 63 characters is an error.
+	NameSuffix string
+	Limits     Limits
 }
 
 // MissingParamError is a ${name} in the manifests that neither a param nor
@@ -146,18 +154,9 @@ func Build(req Request) ([]map[string]any, error) {
 		}
 	}
 	root := entryRoot
-	if req.Namespace != "" {
-		overlay := kustypes.Kustomization{
-			TypeMeta:  kustypes.TypeMeta{APIVersion: kustypes.KustomizationVersion, Kind: kustypes.KustomizationKind},
-			Namespace: req.Namespace,
-			Resources: []string{"../entry"},
-		}
-		data, err := yaml.Marshal(overlay)
-		if err != nil {
-			return nil, fmt.Errorf("namespace overlay: %w", err)
-		}
-		if err := mem.WriteFile(overlayRoot+"/kustomization.yaml", data); err != nil {
-			return nil, fmt.Errorf("namespace overlay: %w", err)
+	if req.Namespace != "" || req.NameSuffix != "" {
+		if err := writeOverlay(mem, req); err != nil {
+			return nil, err
 		}
 		root = overlayRoot
 	}
@@ -173,6 +172,9 @@ func Build(req Request) ([]map[string]any, error) {
 	for _, r := range resources {
 		obj, n, err := substitute(r, req.Params)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkOwned(obj, req.NameSuffix); err != nil {
 			return nil, err
 		}
 		if size += int64(n); size > lim.MaxOutputBytes {
@@ -198,7 +200,7 @@ func Key(req Request) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "dir\x00%s\x00ns\x00%s\x00", dir, req.Namespace)
+	_, _ = fmt.Fprintf(h, "dir\x00%s\x00ns\x00%s\x00suffix\x00%s\x00", dir, req.Namespace, req.NameSuffix)
 	keys := make([]string, 0, len(req.Params))
 	for k := range req.Params {
 		keys = append(keys, k)

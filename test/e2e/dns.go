@@ -21,7 +21,7 @@ import (
 // from the API server at each query: <svc>.<ns>.svc.cluster.local is the
 // Service's ClusterIP (A; AAAA has no answer), any other name is
 // NXDOMAIN. The catalog's workflows name Services that way
-// (http://demo-http.demo.svc.cluster.local); kube-proxy then carries the
+// (http://demo-http-<experiment>-<hash>.demo.svc.cluster.local); kube-proxy then carries the
 // request to a pod. Headless Services, pods' and SRV records are not
 // served (nothing in the loop asks for them).
 

@@ -24,6 +24,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
+	"github.com/scribe-gitops/scribe/render"
 )
 
 // hubExperiment delivers one catalog app to the hub, without a workflow.
@@ -37,6 +38,12 @@ func hubExperiment(ns, name, app string) *scribev1.Experiment {
 			},
 		},
 	}
+}
+
+// owned is the name of catalog object name as Scribe delivers it for
+// Experiment ns/exp (render.OwnedSuffix).
+func owned(ns, exp, name string) string {
+	return name + render.OwnedSuffix(ns, exp)
 }
 
 // describeExperiment is the state printed while waiting.
@@ -104,7 +111,7 @@ func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 	// ... and installed the component from the catalog repository: the
 	// demo services of Scribe's catalog/apps/demo-services, in the entry's
 	// namespace demo.
-	for _, name := range []string{"demo-http", "demo-grpc"} {
+	for _, name := range []string{owned(ns, exp.Name, "demo-http"), owned(ns, exp.Name, "demo-grpc")} {
 		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: name}, &appsv1.Deployment{}); err != nil {
 			t.Fatalf("Complete, but the component's Deployment %s is not in the apiserver: %v", name, err)
 		}
@@ -121,7 +128,7 @@ func testHubExperiment(t *testing.T, applier scribev1.ApplierKind) {
 	}
 	poll(t, 3*time.Minute, "the Experiment gone and its component pruned by "+string(applier), func() (bool, string) {
 		gone := apierrors.IsNotFound(s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name}, &scribev1.Experiment{}))
-		err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{})
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: owned(ns, exp.Name, "demo-http")}, &appsv1.Deployment{})
 		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; component Deployment: %v", gone, err)
 	})
 }
@@ -241,7 +248,7 @@ func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
 			readyRV = rvOf(u)
 		}
 	})
-	go watchAll(wctx, wc, &corev1.ConfigMapList{}, types.NamespacedName{Namespace: ns, Name: "depends-probe"}, func(o runtime.Object) {
+	go watchAll(wctx, wc, &corev1.ConfigMapList{}, types.NamespacedName{Namespace: ns, Name: owned(ns, exp.Name, "depends-probe")}, func(o runtime.Object) {
 		cm, ok := o.(*corev1.ConfigMap)
 		if !ok {
 			return
@@ -267,7 +274,7 @@ func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
 		defer mu.Unlock()
 		return fmt.Sprintf("%s; base delivery %v; probe ConfigMap at rv %d", describeExperiment(e), baseStates, probeRV)
 	}
-	gate := types.NamespacedName{Namespace: ns, Name: "depends-gate"}
+	gate := types.NamespacedName{Namespace: ns, Name: owned(ns, exp.Name, "depends-gate")}
 	poll(t, 3*time.Minute, "the gate's Deployment applied by "+string(applier), func() (bool, string) {
 		err := s.Client.Get(ctx, gate, &appsv1.Deployment{})
 		return err == nil, fmt.Sprintf("Deployment %s: %v; %s", gate, err, state())
@@ -334,8 +341,11 @@ func validatedExperiment(ns, name, ingressURL, gatewayURL string) *scribev1.Expe
 	return exp
 }
 
-// demoHTTPURL is the demo services' HTTP Service by its cluster DNS name.
-const demoHTTPURL = "http://demo-http.demo.svc.cluster.local"
+// demoHTTPURL is the demo services' HTTP Service, as Experiment ns/exp
+// delivers it, by its cluster DNS name.
+func demoHTTPURL(ns, exp string) string {
+	return "http://" + owned(ns, exp, "demo-http") + ".demo.svc.cluster.local"
+}
 
 // workflowOf returns the Workflow an Experiment's status names.
 func workflowOf(t *testing.T, s *Stack, e *scribev1.Experiment) *unstructured.Unstructured {
@@ -405,7 +415,7 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "staged"
 	s := newWorkflowLoop(t, applier, ns)
 	ctx := context.Background()
-	exp := validatedExperiment(ns, "gateway-staged", demoHTTPURL, demoHTTPURL)
+	exp := validatedExperiment(ns, "gateway-staged", demoHTTPURL(ns, "gateway-staged"), demoHTTPURL(ns, "gateway-staged"))
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
@@ -516,19 +526,19 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 
 	// The applier applied each: the component, the WorkflowTemplate, the
 	// Workflow, the template older than the Workflow.
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{}); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: owned(ns, exp.Name, "demo-http")}, &appsv1.Deployment{}); err != nil {
 		t.Fatalf("the component's Deployment (catalog/apps/demo-services): %v", err)
 	}
 	tmpl := &unstructured.Unstructured{}
 	tmpl.SetAPIVersion("argoproj.io/v1alpha1")
 	tmpl.SetKind("WorkflowTemplate")
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gateway-validation"}, tmpl); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: owned(ns, exp.Name, "gateway-validation")}, tmpl); err != nil {
 		t.Fatalf("the WorkflowTemplate %s delivered at stage 3: %v", applier, err)
 	}
 	if created, ran := tmpl.GetCreationTimestamp(), run.GetCreationTimestamp(); ran.Before(&created) {
 		t.Fatalf("the Workflow (%s) is older than its WorkflowTemplate (%s)", run.GetCreationTimestamp(), tmpl.GetCreationTimestamp())
 	}
-	if ref, _, _ := unstructured.NestedString(run.Object, "spec", "workflowTemplateRef", "name"); ref != "gateway-validation" {
+	if ref, _, _ := unstructured.NestedString(run.Object, "spec", "workflowTemplateRef", "name"); ref != owned(ns, exp.Name, "gateway-validation") {
 		t.Fatalf("the Workflow references %q", ref)
 	}
 
@@ -566,7 +576,7 @@ func testValidationFails(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "unvalidated"
 	s := newWorkflowLoop(t, applier, ns)
 	ctx := context.Background()
-	exp := validatedExperiment(ns, "gateway-broken", demoHTTPURL, "http://demo-gateway.demo.svc.cluster.local")
+	exp := validatedExperiment(ns, "gateway-broken", demoHTTPURL(ns, "gateway-broken"), "http://demo-gateway.demo.svc.cluster.local")
 	if err := s.Client.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}

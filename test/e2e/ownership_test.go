@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
+)
+
+// TestLoopDeletingOneOfTwoExperimentsKeepsTheOther: two hub Experiments in
+// one namespace deliver the same catalog components (the demo services
+// and the gateway-validation workflow with its RBAC) through the real
+// applier, and the real Argo Workflows engine runs both validations to
+// Complete. Each delivered its own objects (named per Experiment), only
+// the catalog's Namespace demo is shared. Deleting one prunes its own
+// objects and leaves the other Complete with every object it delivered
+// still in the apiserver, the shared Namespace included.
+func TestLoopDeletingOneOfTwoExperimentsKeepsTheOther(t *testing.T) {
+	t.Parallel()
+	appliers(t, testDeleteOneOfTwo)
+}
+
+func testDeleteOneOfTwo(t *testing.T, applier scribev1.ApplierKind) {
+	ns := "owned"
+	s := newWorkflowLoop(t, applier, ns)
+	ctx := context.Background()
+	gone, kept := "gateway-gone", "gateway-kept"
+	for _, name := range []string{gone, kept} {
+		if err := s.Client.Create(ctx, validatedExperiment(ns, name, demoHTTPURL(ns, name), demoHTTPURL(ns, name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{gone, kept} {
+		e := waitExperimentFor(t, s, 8*time.Minute, ns, name, "Experiment "+name+" Complete", func(e *scribev1.Experiment) bool {
+			return e.Status.Phase == scribev1.ExperimentComplete || e.Status.Phase == scribev1.ExperimentFailed
+		})
+		if e.Status.Phase != scribev1.ExperimentComplete {
+			run := workflowOf(t, s, e)
+			_, log := workflowPod(t, s, run)
+			t.Fatalf("Experiment %s ended %s; its probe's log:\n%s", name, describeExperiment(e), log)
+		}
+	}
+
+	// What each delivered, from its directory on the branch: the objects
+	// Scribe rendered and the hydrated components'.
+	work := t.TempDir()
+	publishtest.Git(t, "", "clone", "--quiet", s.RepoURL, work)
+	goneObjs, keptObjs := committedObjects(t, work, ns, gone), committedObjects(t, work, ns, kept)
+	shared := map[string]bool{}
+	for id := range keptObjs {
+		if _, both := goneObjs[id]; both {
+			shared[id] = true
+		}
+	}
+	if len(shared) != 1 || !shared["Namespace//demo"] {
+		t.Fatalf("the two Experiments both deliver %v; want only the shared Namespace//demo", keys(shared))
+	}
+	for id, o := range keptObjs {
+		if err := s.Client.Get(ctx, objectKey(o), o.DeepCopy()); err != nil {
+			t.Fatalf("before the deletion, %s (delivered by %s) is not in the apiserver: %v", id, kept, err)
+		}
+	}
+
+	// Delete one; wait until the applier pruned what it alone delivered.
+	if err := s.Client.Delete(ctx, &scribev1.Experiment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gone}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 4*time.Minute, "Experiment "+gone+" gone and its objects pruned by "+string(applier), func() (bool, string) {
+		var left []string
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: gone}, &scribev1.Experiment{}); !apierrors.IsNotFound(err) {
+			left = append(left, "the Experiment")
+		}
+		for id, o := range goneObjs {
+			if shared[id] {
+				continue
+			}
+			if err := s.Client.Get(ctx, objectKey(o), o.DeepCopy()); !apierrors.IsNotFound(err) {
+				left = append(left, id)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("still there: %v", left)
+	})
+
+	// The other one is untouched: every object it delivered, the shared
+	// Namespace included, is in the apiserver, its demo Deployments
+	// available, and it is still Complete.
+	for id, o := range keptObjs {
+		if err := s.Client.Get(ctx, objectKey(o), o.DeepCopy()); err != nil {
+			t.Errorf("after deleting %s, %s (delivered by %s) is gone: %v", gone, id, kept, err)
+		}
+	}
+	for _, name := range []string{"demo-http", "demo-grpc"} {
+		d := &appsv1.Deployment{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: owned(ns, kept, name)}, d); err != nil || d.Status.AvailableReplicas < 1 {
+			t.Errorf("after deleting %s, %s's Deployment %s: %v, %d available", gone, kept, owned(ns, kept, name), err, d.Status.AvailableReplicas)
+		}
+	}
+	e := &scribev1.Experiment{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: kept}, e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Status.Phase != scribev1.ExperimentComplete {
+		t.Errorf("after deleting %s, %s is %s", gone, kept, describeExperiment(e))
+	}
+	t.Logf("%s: %s and %s delivered %d and %d objects, sharing %v; deleting %s pruned its own %d and kept all of %s's",
+		applier, gone, kept, len(goneObjs), len(keptObjs), keys(shared), gone, len(goneObjs)-len(shared), kept)
+}
+
+// committedObjects reads the objects Experiment ns/name's directory holds
+// at the head of the clone in work (its rendered objects and its hydrated
+// components; not the kustomization.yaml files, nor .scribe.json), by
+// kind/namespace/name.
+func committedObjects(t *testing.T, work, ns, name string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	dir := SyncPath + "/" + ns + "/experiment/" + name
+	out := map[string]*unstructured.Unstructured{}
+	for _, f := range strings.Fields(publishtest.Git(t, work, "ls-tree", "-r", "--name-only", "HEAD", "--", dir)) {
+		if path.Ext(f) != ".yaml" || path.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		for _, doc := range strings.Split(publishtest.Git(t, work, "show", "HEAD:"+f), "\n---\n") {
+			m := map[string]any{}
+			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(m) == 0 {
+				continue
+			}
+			u := &unstructured.Unstructured{Object: m}
+			out[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = u
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no objects under %s", dir)
+	}
+	return out
+}
+
+func objectKey(u *unstructured.Unstructured) types.NamespacedName {
+	return types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
