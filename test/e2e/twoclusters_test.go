@@ -168,7 +168,7 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 		clusterAt.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
 
 	// The demo services run on the second cluster's node, not on the hub.
-	for _, name := range []string{"demo-http", "demo-grpc"} {
+	for _, name := range []string{owned(ns, exp.Name, "demo-http"), owned(ns, exp.Name, "demo-grpc")} {
 		d := &appsv1.Deployment{}
 		if err := a.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: name}, d); err != nil {
 			t.Fatalf("Complete, but the component's Deployment %s is not on the app cluster: %v", name, err)
@@ -233,7 +233,7 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	}
 	poll(t, 4*time.Minute, "the component pruned from the app cluster", func() (bool, string) {
 		gone := apierrors.IsNotFound(s.Client.Get(ctx, client.ObjectKeyFromObject(exp), &scribev1.Experiment{}))
-		err := a.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "demo-http"}, &appsv1.Deployment{})
+		err := a.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: owned(ns, exp.Name, "demo-http")}, &appsv1.Deployment{})
 		return gone && apierrors.IsNotFound(err), fmt.Sprintf("experiment gone=%v; Deployment on the app cluster: %v", gone, err)
 	})
 	if registration != nil {
