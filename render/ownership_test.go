@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -120,6 +121,11 @@ func TestTwoExperimentsInOneNamespaceDeliverDisjointObjects(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				for i, tree := range trees {
+					for _, missing := range danglingReferences(tree) {
+						t.Errorf("tree %d: %s", i, missing)
+					}
+				}
 				var shared []string
 				for id, doc := range trees[0] {
 					if _, both := trees[1][id]; !both {
@@ -145,4 +151,46 @@ func TestTwoExperimentsInOneNamespaceDeliverDisjointObjects(t *testing.T) {
 			})
 		}
 	}
+}
+
+// danglingReferences lists the references between a tree's objects that
+// name no object of the tree: a Workflow's WorkflowTemplate, a
+// WorkflowTemplate's ServiceAccount, a RoleBinding's Role and
+// ServiceAccounts, a TestWorkflow's TestWorkflowTemplates.
+func danglingReferences(tree map[string]map[string]any) []string {
+	var out []string
+	ref := func(from map[string]any, kind, ns, name string) {
+		if name == "" {
+			return
+		}
+		if _, ok := tree[kind+"/"+ns+"/"+name]; !ok {
+			out = append(out, fmt.Sprintf("%s %s/%s names %s %s/%s, which the tree does not deliver",
+				str(from, "kind"), str(from, "metadata", "namespace"), str(from, "metadata", "name"), kind, ns, name))
+		}
+	}
+	for _, o := range tree {
+		ns := str(o, "metadata", "namespace")
+		switch str(o, "kind") {
+		case "Workflow":
+			ref(o, "WorkflowTemplate", ns, str(o, "spec", "workflowTemplateRef", "name"))
+		case "WorkflowTemplate":
+			ref(o, "ServiceAccount", ns, str(o, "spec", "serviceAccountName"))
+		case "RoleBinding":
+			ref(o, str(o, "roleRef", "kind"), ns, str(o, "roleRef", "name"))
+			subjects, _ := o["subjects"].([]any)
+			for _, sub := range subjects {
+				if m, _ := sub.(map[string]any); str(m, "kind") == "ServiceAccount" {
+					ref(o, "ServiceAccount", str(m, "namespace"), str(m, "name"))
+				}
+			}
+		case "TestWorkflow":
+			steps, _ := o["spec"].(map[string]any)["steps"].([]any)
+			for _, st := range steps {
+				m, _ := st.(map[string]any)
+				ref(o, "TestWorkflowTemplate", ns, str(m, "template", "name"))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
