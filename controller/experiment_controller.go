@@ -94,6 +94,8 @@ type ExperimentReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
@@ -359,6 +361,16 @@ func (r *ExperimentReconciler) resolve(ctx context.Context, e *scribev1.Experime
 		res.MetricsURL = strings.TrimSpace(cm.Data[OTELMetricsURLKey])
 	case !apierrors.IsNotFound(err):
 		return res, fmt.Errorf("get configmap %s/%s: %w", e.Namespace, OTELConfigMapName, err)
+	}
+	// The targets' addresses as last read back, for the workflow params
+	// that name them.
+	for _, ts := range e.Status.Targets {
+		if ts.Address != "" {
+			if res.TargetAddresses == nil {
+				res.TargetAddresses = map[string]string{}
+			}
+			res.TargetAddresses[ts.Name] = ts.Address
+		}
 	}
 	return res, nil
 }

@@ -58,6 +58,7 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 	for _, rb := range bundle.ReadBack.Targets {
 		readBack[rb.Name] = rb
 	}
+	named := render.AddressesNamed(e)
 	for i, tg := range e.Spec.Targets {
 		index[tg.Name] = i
 		rb, ok := readBack[tg.Name]
@@ -90,8 +91,22 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 				}
 			}
 		}
+		addressOK := true
+		if ts.ClusterReady && componentsReady(ts) && len(rb.Addressable) > 0 && (tg.Cluster.Type == scribev1.ClusterHub || kc != nil) {
+			addr, err := r.targetAddress(ctx, kc, rb.Addressable)
+			if err != nil {
+				log.FromContext(ctx).Info("target address", "experiment", client.ObjectKeyFromObject(e), "target", tg.Name, "error", err.Error())
+			}
+			ts.Address = addr
+		}
+		if named[tg.Name] && ts.ClusterReady && componentsReady(ts) && ts.Address == "" {
+			// A workflow param names its address: the workflows wait
+			// for it.
+			addressOK = false
+			ts.Message = fmt.Sprintf("%s; waiting for its address, which the workflow params name: %s", ts.Message, addressableList(rb.Addressable))
+		}
 		out[i] = ts
-		clusterOK[i] = ts.ClusterReady && ts.Phase != scribev1.ExperimentFailed && componentsReady(ts)
+		clusterOK[i] = ts.ClusterReady && ts.Phase != scribev1.ExperimentFailed && componentsReady(ts) && addressOK
 	}
 	if t.Applier.Kind() == scribev1.ApplierArgoCD {
 		// The registrations of targets the spec no longer has go.
@@ -400,4 +415,16 @@ func (r *ExperimentReconciler) retryDeliveries(ctx context.Context, e *scribev1.
 			log.FromContext(ctx).Info("retry delivery", "experiment", client.ObjectKeyFromObject(e), "target", rb.Name, "error", err.Error())
 		}
 	}
+}
+
+// addressableList names the objects that may report a target's address.
+func addressableList(ids []scribev1.ObjectIdentity) string {
+	if len(ids) == 0 {
+		return "none of its components delivers a Gateway, a Service of type LoadBalancer or an Ingress"
+	}
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = id.Kind + " " + id.Namespace + "/" + id.Name
+	}
+	return "none of " + strings.Join(names, ", ") + " reports one yet"
 }

@@ -16,11 +16,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
 // A target cluster is reached through the kubeconfig Secret its provider
@@ -291,4 +295,123 @@ func equalData(a, b map[string][]byte) bool {
 		}
 	}
 	return true
+}
+
+// addressPlurals are the resources of the kinds that may report a target's
+// address (render's addressable objects).
+var addressPlurals = map[string]string{"Gateway": "gateways", "Service": "services", "Ingress": "ingresses"}
+
+// addressOf is the address an object's status reports: a Gateway's first
+// status.addresses value, a LoadBalancer Service's or an Ingress's first
+// status.loadBalancer.ingress IP or hostname; "" when it reports none.
+func addressOf(obj map[string]any) string {
+	status, _ := obj["status"].(map[string]any)
+	if status == nil {
+		return ""
+	}
+	if kind, _ := obj["kind"].(string); kind == "Gateway" {
+		addrs, _ := status["addresses"].([]any)
+		for _, a := range addrs {
+			if m, ok := a.(map[string]any); ok {
+				if v, _ := m["value"].(string); v != "" {
+					return v
+				}
+			}
+		}
+		return ""
+	}
+	lb, _ := status["loadBalancer"].(map[string]any)
+	ingress, _ := lb["ingress"].([]any)
+	for _, in := range ingress {
+		m, ok := in.(map[string]any)
+		if !ok {
+			continue
+		}
+		if ip, _ := m["ip"].(string); ip != "" {
+			return ip
+		}
+		if host, _ := m["hostname"].(string); host != "" {
+			return host
+		}
+	}
+	return ""
+}
+
+// maxRemoteObject bounds the body of one object read from a target cluster.
+const maxRemoteObject = 1 << 20
+
+// getRemote reads one object of an address kind from the target cluster,
+// bounded in time and size (the server is the tenant's to choose).
+func getRemote(ctx context.Context, k remoteKubeconfig, id scribev1.ObjectIdentity) (map[string]any, error) {
+	plural, ok := addressPlurals[id.Kind]
+	if !ok {
+		return nil, fmt.Errorf("kind %s holds no address", id.Kind)
+	}
+	p := "/apis/" + id.APIVersion
+	if !strings.Contains(id.APIVersion, "/") {
+		p = "/api/" + id.APIVersion
+	}
+	p += "/namespaces/" + url.PathEscape(id.Namespace) + "/" + plural + "/" + url.PathEscape(id.Name)
+	hc, err := rest.HTTPClientFor(k.restConfig(reachTimeout))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(k.Server, "/")+p, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRemoteObject+1))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, nil
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("GET %s: %s", p, resp.Status)
+	case len(body) > maxRemoteObject:
+		return nil, fmt.Errorf("GET %s: more than %d bytes", p, maxRemoteObject)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", p, err)
+	}
+	return obj, nil
+}
+
+// targetAddress reads the target's address from its addressable objects,
+// on the hub (kc nil) or on its cluster: the first that reports one.
+func (r *ExperimentReconciler) targetAddress(ctx context.Context, kc *remoteKubeconfig, ids []scribev1.ObjectIdentity) (string, error) {
+	for _, id := range ids {
+		var obj map[string]any
+		if kc == nil {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(id.APIVersion)
+			u.SetKind(id.Kind)
+			if err := r.Publisher.Reader.Get(ctx, types.NamespacedName{Namespace: id.Namespace, Name: id.Name}, u); err != nil {
+				if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+					continue
+				}
+				return "", fmt.Errorf("get %s %s/%s: %w", id.Kind, id.Namespace, id.Name, err)
+			}
+			obj = u.Object
+		} else {
+			var err error
+			if obj, err = getRemote(ctx, *kc, id); err != nil {
+				return "", fmt.Errorf("get %s %s/%s: %w", id.Kind, id.Namespace, id.Name, err)
+			}
+		}
+		if a := addressOf(obj); a != "" {
+			return a, nil
+		}
+	}
+	return "", nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
 // kubeconfigWith is a one-context kubeconfig whose cluster and user carry
@@ -147,5 +149,57 @@ func TestReachSaysWhetherTheServerAnswers(t *testing.T) {
 	err = reach(context.Background(), remoteKubeconfig{Server: srv.URL, CAData: []byte("not a CA"), BearerToken: "x"})
 	if err == nil {
 		t.Fatal("an unverified server answered")
+	}
+}
+
+func TestAddressOfReadsWhatEachKindReports(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		obj  string
+		want string
+	}{
+		{"a Gateway's first address", `{"kind": "Gateway", "status": {"addresses": [{"type": "IPAddress", "value": "10.0.0.5"}]}}`, "10.0.0.5"},
+		{"a LoadBalancer Service's IP", `{"kind": "Service", "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.6"}]}}}`, "10.0.0.6"},
+		{"an Ingress's hostname", `{"kind": "Ingress", "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}}}`, "lb.example.com"},
+		{"nothing published yet", `{"kind": "Service", "status": {"loadBalancer": {}}}`, ""},
+		{"no status", `{"kind": "Gateway"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(tc.obj), &obj); err != nil {
+				t.Fatal(err)
+			}
+			if got := addressOf(obj); got != tc.want {
+				t.Fatalf("addressOf = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGetRemoteBoundsWhatATargetClusterSends(t *testing.T) {
+	var gotPath string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotPath = r.URL.Path
+		if r.URL.Path == "/apis/networking.k8s.io/v1/namespaces/demo/ingresses/huge" {
+			_, _ = w.Write([]byte(`{"pad": "` + strings.Repeat("x", maxRemoteObject) + `"}`))
+			return
+		}
+		if r.URL.Path == "/api/v1/namespaces/demo/services/web" {
+			_, _ = w.Write([]byte(`{"kind": "Service", "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.6"}]}}}`))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	k := remoteKubeconfig{Server: srv.URL, Insecure: true, BearerToken: "x"}
+	obj, err := getRemote(context.Background(), k, scribev1.ObjectIdentity{APIVersion: "v1", Kind: "Service", Namespace: "demo", Name: "web"})
+	if err != nil || addressOf(obj) != "10.0.0.6" || gotPath != "/api/v1/namespaces/demo/services/web" {
+		t.Fatalf("core Service: %v %v (path %s)", obj, err, gotPath)
+	}
+	if obj, err := getRemote(context.Background(), k, scribev1.ObjectIdentity{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway", Namespace: "demo", Name: "none"}); err != nil || obj != nil {
+		t.Fatalf("a missing object: %v %v", obj, err)
+	}
+	if _, err := getRemote(context.Background(), k, scribev1.ObjectIdentity{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Namespace: "demo", Name: "huge"}); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("an answer over the bound: %v", err)
 	}
 }

@@ -27,7 +27,11 @@ func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in Experiment
 	if !ok {
 		return nil, fmt.Errorf("render %s: not an Experiment", d.name)
 	}
-	input, comps, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish)
+	stage := in.Stage
+	if stage == 0 {
+		stage = scribev1.StageWorkflow
+	}
+	input, comps, errs := e.experimentInput(x, d.obj["spec"], in.Resolved, in.Publish, stage)
 	errs = append(errs, checkPublish(in.Publish)...)
 	switch {
 	case in.Stage == 0:
@@ -51,7 +55,14 @@ func (e *Engine) renderExperiment(ctx context.Context, d *decoded, in Experiment
 	if wf := x.Spec.Workflow; wf != nil && wf.Engine == scribev1.EngineTestkube {
 		d.elsewhere = &elsewhere{namespace: testkubeNamespace(wf.Testkube), kinds: testkubeKinds, why: "Testkube objects (spec.workflow.testkube.namespace)"}
 	}
-	return e.renderBundle(ctx, d, input)
+	b, err := e.renderBundle(ctx, d, input)
+	if err != nil {
+		return nil, err
+	}
+	for i := range b.ReadBack.Targets {
+		b.ReadBack.Targets[i].Addressable = addressable(comps, b.ReadBack.Targets[i].Name)
+	}
+	return b, nil
 }
 
 // DefaultTestkubeWorkflow is the catalog's workflow template a Testkube
@@ -126,7 +137,7 @@ type stagedComponent struct {
 // install into (pub.AllowedNamespaces). Components kept in the published
 // catalog (res.Catalog) are hydrated: built by Scribe into plain objects,
 // returned with the stage that delivers them.
-func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, pub Publish) (contract.Experiment, []stagedComponent, []FieldError) {
+func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved, pub Publish, stage int32) (contract.Experiment, []stagedComponent, []FieldError) {
 	in := contract.Experiment{Metadata: metadataOf(x), Spec: x.Spec}
 	var errs []FieldError
 	var comps []stagedComponent
@@ -165,6 +176,13 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 	if in.Datasources == nil {
 		in.Datasources = []contract.Datasource{}
 	}
+	targets := make(map[string]bool, len(x.Spec.Targets))
+	for _, t := range x.Spec.Targets {
+		targets[t.Name] = true
+	}
+	// Workflows are committed from stage 3 on, once every target is
+	// ready: their params' target addresses must be known then.
+	addressesKnown := stage >= scribev1.StageWorkflowTemplates
 	for i, t := range x.Spec.Targets {
 		resolved := []contract.Resolved{}
 		for j, c := range t.Components {
@@ -182,6 +200,11 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			stage := scribev1.StageComponents
 			if kind == contract.ComponentWorkflow {
 				stage = scribev1.StageWorkflowTemplates
+				var aerrs []FieldError
+				params, aerrs = substituteAddresses(params, at+".params", targets, res.TargetAddresses, addressesKnown)
+				errs = append(errs, aerrs...)
+			} else {
+				errs = append(errs, refusesAddresses(params, at+".params")...)
 			}
 			r, ferrs := resolve(kind, name, params, at+"."+string(kind), at+".params", path.Join(componentsDir, t.Name, name), stage)
 			errs = append(errs, ferrs...)
@@ -227,6 +250,9 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if err != nil {
 				errs = append(errs, FieldError{Path: "spec.workflow.params", Message: err.Error()})
 			} else {
+				var aerrs []FieldError
+				params, aerrs = substituteAddresses(params, "spec.workflow.params", targets, res.TargetAddresses, addressesKnown)
+				errs = append(errs, aerrs...)
 				r, ferrs := resolve(contract.ComponentWorkflow, wf.Template, params, "spec.workflow.template", "spec.workflow.params", path.Join(validationDir, wf.Template), scribev1.StageWorkflowTemplates)
 				errs = append(errs, ferrs...)
 				in.Workflow = r

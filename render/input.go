@@ -129,6 +129,9 @@ type Resolved struct {
 	// `type: "catalog"` (the built-in app, config and workflow entries)
 	// need it.
 	Catalog *CatalogSource `json:"catalog,omitempty"`
+	// TargetAddresses are the targets' addresses as read back (status.targets[].address),
+	// by target name, for `{{ targets.<name>.address }}` in workflow params.
+	TargetAddresses map[string]string `json:"targetAddresses,omitempty"`
 }
 
 // ObjectFromClient converts a typed custom resource into the JSON shape of Input.Object.

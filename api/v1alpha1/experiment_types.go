@@ -433,6 +433,12 @@ type TargetStatus struct {
 	// server, as its kubeconfig Secret names it, does not answer.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// Address is the target's address as its delivered objects report it
+	// (the first of its Gateways, LoadBalancer Services and Ingresses with
+	// one in its status): what `{{ targets.<name>.address }}` in workflow
+	// params becomes.
+	// +optional
+	Address string `json:"address,omitempty"`
 	// Message explains the phase.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -35,6 +35,7 @@ type renderFlags struct {
 	repoURL        string
 	revision       string
 	gcpProject     string
+	addresses      map[string]string
 	fluxURL        string
 	fluxSecret     string
 	serviceAccount string
@@ -71,6 +72,7 @@ func (f *renderFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.clusterKinds, "cluster-resource", nil, "Argo CD: a cluster-scoped kind, group/kind (\"/Namespace\" for the core group, \"*\" matches any), an Experiment's AppProject allows its components (a TenantPolicy's spec.clusterResources); repeatable, none by default")
 	fl.StringArrayVar(&f.sourceRepos, "source-repo", nil, "Argo CD: a URL prefix a user catalog entry's source may be fetched from (a TenantPolicy's spec.sourceRepos); repeatable, none by default")
 	registerGCPProject(fl, &f.gcpProject)
+	fl.StringToStringVar(&f.addresses, "target-address", nil, "an Experiment target's address, target=address, for {{ targets.<target>.address }} in workflow params (the controller reads it from the target's Gateway, LoadBalancer Service or Ingress); repeatable")
 	fl.Int32Var(&f.stage, "stage", 0, "render each Experiment's commit stage N as the controller commits it: 1 clusters, 2 components, 3 workflow templates, 4 workflow runs (default: the final tree); Workloads have no stages")
 	f.catalogSource.register(fl)
 	f.stdin = cmd.InOrStdin
@@ -238,7 +240,7 @@ func (f *renderFlags) checkAll(ctx context.Context) ([]*checkedCR, error) {
 				}
 				p := pub
 				p.SyncName = f.syncNames.nameFor(d.obj)
-				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: p, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource}, Stage: f.stage})
+				d.b, d.err = engine.Render(ctx, render.Input{Object: d.obj, Publish: p, Resolved: render.Resolved{GCPProject: f.gcpProject, Catalog: catalogSource, TargetAddresses: f.addresses}, Stage: f.stage})
 			}
 		})
 	}

@@ -260,6 +260,12 @@ type TargetReadBack struct {
 	// their destination cluster, which the controller registers with Argo
 	// CD from the kubeconfig Secret; empty for the hub and with Flux.
 	ArgoCDCluster string `json:"argoCDCluster,omitempty"`
+	// Addressable are the target's delivered objects that may report its
+	// address (`{{ targets.<name>.address }}` in workflow params): its
+	// hydrated components' Gateways, Services of type LoadBalancer and
+	// Ingresses, in that order of preference. Filled by render, not by the
+	// templates.
+	Addressable []scribev1.ObjectIdentity `json:"addressable,omitempty"`
 	// Components are the target's deliveries, in spec order, then the
 	// observability wiring.
 	Components []ComponentReadBack `json:"components,omitempty"`
