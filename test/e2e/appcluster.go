@@ -65,6 +65,10 @@ const (
 	// host into the namespace (the hub's is 10.96.0.0/16).
 	appServiceRange = "10.97.0.0/16"
 	appServiceIP    = "10.97.0.1"
+	// appLoadBalancers is the range the loop, playing the cloud's load
+	// balancer controller, gives the app cluster's LoadBalancer Services:
+	// routed from the host to the app node, whose kube-proxy serves them.
+	appLoadBalancers = "10.213.10.0/24"
 	// appCgroupRoot is the app kubelet's cgroup root: its pods live in
 	// /scribe-app/kubepods, apart from the hub node's /kubepods.
 	appCgroupRoot = "scribe-app"
@@ -208,7 +212,9 @@ func (a *AppCluster) start(ctx context.Context) (err error) {
 	}
 	// Its Ingresses, as the hub's are (gateway.go): the class the
 	// catalog's demo services ask for, published at the node's address
-	// by the loop, as an ingress controller would publish them.
+	// by the loop, as an ingress controller would publish them. And its
+	// LoadBalancer Services, as a cloud's controller gives them an address
+	// (which cannot run here): one of appLoadBalancers each, which routes.
 	ic := &unstructured.Unstructured{}
 	ic.SetAPIVersion("networking.k8s.io/v1")
 	ic.SetKind("IngressClass")
@@ -220,8 +226,10 @@ func (a *AppCluster) start(ctx context.Context) (err error) {
 	var ingressCtx context.Context
 	ingressCtx, a.stopIngresses = context.WithCancel(context.Background())
 	go func() {
+		lbs := &loadBalancers{next: 1}
 		for ingressCtx.Err() == nil {
 			publishIngresses(ingressCtx, a.Client, appLinkNode, s.logf)
+			lbs.publish(ingressCtx, a.Client, s.logf)
 			select {
 			case <-ingressCtx.Done():
 			case <-time.After(250 * time.Millisecond):
@@ -285,6 +293,7 @@ func (a *AppCluster) makeNetns() error {
 		func() error { return in("ip", "route", "add", "default", "via", appLinkHost) },
 		func() error { return runQuiet("ip", "route", "add", appPodSubnet, "via", appLinkNode) },
 		func() error { return runQuiet("ip", "route", "add", appServiceRange, "via", appLinkNode) },
+		func() error { return runQuiet("ip", "route", "add", appLoadBalancers, "via", appLinkNode) },
 	} {
 		if err := step(); err != nil {
 			return fmt.Errorf("the app node's network: %w", err)
@@ -508,4 +517,33 @@ func sweepStaleAppNodes(logf func(string, ...any)) {
 		_ = runQuiet("ip", "link", "del", appVethHost)
 	}
 	removeCgroups(appCgroupRoot)
+}
+
+// loadBalancers plays a cloud's load balancer controller on the app
+// cluster: each Service of type LoadBalancer without an address gets the
+// next one of appLoadBalancers in status.loadBalancer.ingress, as the
+// cloud's controller publishes it; the host routes that range to the app
+// node, whose kube-proxy forwards it to the Service's pods.
+type loadBalancers struct{ next int }
+
+func (l *loadBalancers) publish(ctx context.Context, c client.Client, logf func(string, ...any)) {
+	list := &corev1.ServiceList{}
+	if err := c.List(ctx, list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		svc := &list.Items[i]
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 || l.next > 254 {
+			continue
+		}
+		ip := fmt.Sprintf("10.213.10.%d", l.next)
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		if err := c.Status().Update(ctx, svc); err != nil {
+			if ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				logf("load balancer: status of %s/%s: %v", svc.Namespace, svc.Name, err)
+			}
+			continue
+		}
+		l.next++
+	}
 }

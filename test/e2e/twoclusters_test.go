@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,14 +24,18 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
-// newAppClusterLoop boots the loop on the real node with applier, pushes
-// the stand-ins of the demo services' images, starts the app cluster,
+// newAppClusterLoop boots the loop on the real node with applier and the
+// Argo Workflows engine, pushes the stand-ins of the demo services' images
+// and Scribe's probe, starts the app cluster,
 // installs Scribe by its chart and creates ns with its Repository.
 func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*Stack, *AppCluster) {
 	t.Helper()
 	skipWithoutLoop(t)
-	s := StartOpts(t, StackOptions{Applier: applier, RealNode: true})
+	s := StartOpts(t, StackOptions{Applier: applier, RealNode: true, ArgoWorkflows: true})
 	if err := s.Node.PushStandIns(context.Background(), s.logf); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Node.PushProbe(context.Background(), s.logf); err != nil {
 		t.Fatal(err)
 	}
 	a := s.StartAppCluster(t)
@@ -86,8 +91,10 @@ func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unst
 	}
 }
 
-// TestLoopExperimentDeliversToASecondCluster: an Experiment whose app
-// target is a gke cluster. Scribe commits the Cluster API objects; the test
+// TestLoopExperimentDeliversToASecondCluster: the gateway tutorial's shape
+// across two clusters. An Experiment whose app target is a gke cluster,
+// with a hub target that depends on it and a validation workflow on the
+// hub that probes the app target's address. Scribe commits the Cluster API objects; the test
 // plays Cluster API (the Cluster Available, its kubeconfig Secret), which
 // cannot run here, with the cluster's API server unreachable at first:
 // the Experiment says TargetUnreachable, naming the server. Once it
@@ -95,7 +102,9 @@ func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unst
 // kubeConfig.secretRef; Argo CD through the cluster Secret Scribe's
 // controller writes from the kubeconfig Secret, never into Git) delivers
 // the demo services to the second cluster, whose own node runs their pods,
-// and the Experiment is Complete. No credential of the cluster reaches a
+// the LoadBalancer Service's address is read back into the workflow's
+// params, the real engine runs the probe on the hub's node against the
+// second cluster, and the Experiment is Complete. No credential of the cluster reaches a
 // commit. Deleting the Experiment prunes the component from the second
 // cluster and, with Argo CD, removes the registration.
 func TestLoopExperimentDeliversToASecondCluster(t *testing.T) {
@@ -111,10 +120,19 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 		ObjectMeta: metav1.ObjectMeta{Name: "across", Namespace: ns},
 		Spec: scribev1.ExperimentSpec{
 			Description: "the demo services on a second cluster",
-			Targets: []scribev1.Target{{
-				Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
-				Components: []scribev1.Component{{App: "demo-services"}},
-			}},
+			Targets: []scribev1.Target{
+				{
+					Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
+					Components: []scribev1.Component{{App: "demo-services"}, {App: "demo-edge"}},
+				},
+				// A hub target delivered only once the app target is
+				// ready.
+				{Name: "checks", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Components: []scribev1.Component{{App: "depends-probe"}}, Depends: []string{"app"}},
+			},
+			// The validation runs on the hub and probes the app
+			// target's address, as its LoadBalancer Service reports it.
+			Workflow: &scribev1.ExperimentWorkflow{Engine: scribev1.EngineArgo, Template: "gateway-validation",
+				Params: &apiextensionsv1.JSON{Raw: []byte(`{"ingressUrl": "http://{{ targets.app.address }}/", "gatewayUrl": "http://{{ targets.app.address }}/", "paths": "/", "requests": "10"}`)}},
 		},
 	}
 	if err := s.Client.Create(ctx, exp); err != nil {
@@ -161,11 +179,41 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	}
 	back := time.Now()
 
-	e = waitExperimentFor(t, s, 5*time.Minute, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
-		return e.Status.Phase == scribev1.ExperimentComplete
+	e = waitExperimentFor(t, s, 6*time.Minute, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
+		return e.Status.Phase == scribev1.ExperimentComplete || e.Status.Phase == scribev1.ExperimentFailed
 	})
+	run := workflowOf(t, s, e)
+	if e.Status.Phase != scribev1.ExperimentComplete {
+		pod, log := workflowPod(t, s, run)
+		t.Fatalf("the Experiment ended %s; the validation pod %s's log:\n%s", describeExperiment(e), pod.Name, log)
+	}
 	t.Logf("%s: Experiment created → Cluster applied %s; the API server back → Complete %s", applier,
 		clusterAt.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+
+	// The app target's address, read back from its LoadBalancer Service
+	// on the second cluster, is what the validation probed: the engine
+	// ran it on the hub's node, and it reached the second cluster's pods.
+	addr := e.Status.Targets[0].Address
+	if !strings.HasPrefix(addr, "10.213.10.") {
+		t.Fatalf("status.targets[app].address = %q, want the LoadBalancer's address in %s", addr, appLoadBalancers)
+	}
+	args, _, _ := unstructured.NestedSlice(run.Object, "spec", "arguments", "parameters")
+	if !strings.Contains(fmt.Sprint(args), "http://"+addr+"/") {
+		t.Fatalf("the Workflow's parameters %v do not carry the address %s", args, addr)
+	}
+	pod, log := workflowPod(t, s, run)
+	if pod.Spec.NodeName != nodeName || !strings.Contains(log, "0 of 10 requests differ") {
+		t.Fatalf("the probe ran on %q; its log:\n%s", pod.Spec.NodeName, log)
+	}
+	t.Logf("%s: the probe on the hub asked the app cluster at %s: %s", applier, addr, strings.TrimSpace(log))
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: owned(ns, exp.Name, "depends-probe")}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the dependent hub target's component: %v", err)
+	}
+	var walk []string
+	for _, st := range e.Status.Stages {
+		walk = append(walk, fmt.Sprintf("stage %d committed +%s", st.Stage, st.CommittedAt.Sub(e.CreationTimestamp.Time)))
+	}
+	t.Logf("%s: Experiment created → %s (commits: 1 s resolution; the test held the cluster unreachable in between)", applier, strings.Join(walk, ", "))
 
 	// The demo services run on the second cluster's node, not on the hub.
 	for _, name := range []string{owned(ns, exp.Name, "demo-http"), owned(ns, exp.Name, "demo-grpc")} {
