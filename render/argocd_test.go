@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -404,4 +405,46 @@ entries: "otel-collector": {override: true, kind: "config", namespace: "observab
 // address as targets reach it and the metrics backend Grafana reads.
 func hubAddresses() map[string]any {
 	return map[string]any{"endpoint": "https://otlp.hub.example.com:4317", "metricsURL": "http://mimir-query-frontend.mimir.svc:8080/prometheus"}
+}
+
+// TestVClusterExportsAReachableKubeconfigUnderBothAppliers: the vcluster
+// chart gets the same values from Flux's HelmRelease and from Argo CD's
+// Application: the exported kubeconfig names the vcluster Service's
+// cluster DNS name, which the API server's certificate carries, so the
+// kubeconfig Secret reaches the virtual cluster from the hub whichever
+// applier installed it (without `server`, the chart exports localhost).
+func TestVClusterExportsAReachableKubeconfigUnderBothAppliers(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]string{}
+	for applier, pub := range map[string]render.Publish{"Flux": render.DefaultPublish(), "ArgoCD": argoPublish()} {
+		exp := hubExperiment("demo-services")
+		target := exp["spec"].(map[string]any)["targets"].([]any)[0].(map[string]any)
+		target["cluster"] = map[string]any{"type": "vcluster"}
+		b, err := e.Render(context.Background(), render.Input{Object: exp, Publish: pub, Resolved: testResolved, Stage: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range renderedObjects(t, b) {
+			var v any
+			switch {
+			case o["kind"] == "HelmRelease":
+				v = o["spec"].(map[string]any)["values"]
+			case o["kind"] == "Application" && str(o, "spec", "source", "chart") == "vcluster":
+				v = o["spec"].(map[string]any)["source"].(map[string]any)["helm"].(map[string]any)["valuesObject"]
+			default:
+				continue
+			}
+			j, _ := json.Marshal(v)
+			values[applier] = string(j)
+		}
+	}
+	want := `{"controlPlane":{"proxy":{"extraSANs":["tenancy-hub.tenancy-hub.svc.cluster.local"]}},"exportKubeConfig":{"secret":{"name":"tenancy-hub-kubeconfig","namespace":"lab"},"server":"https://tenancy-hub.tenancy-hub.svc.cluster.local"}}`
+	for _, applier := range []string{"Flux", "ArgoCD"} {
+		if values[applier] != want {
+			t.Errorf("%s: the vcluster chart's values %s, want %s", applier, values[applier], want)
+		}
+	}
 }
