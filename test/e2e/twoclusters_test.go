@@ -41,6 +41,25 @@ func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*
 	a := s.StartAppCluster(t)
 	s.InstallScribe(t, InstallOptions{})
 	newNamespaceAndRepository(t, s, ns)
+	// The loop catalog's demo-edge installs into demo, beside the demo
+	// services: the platform grants the namespace that destination, and
+	// the Repository allows it.
+	policy := &scribev1.TenantPolicy{}
+	if err := s.Client.Get(context.Background(), types.NamespacedName{Name: "tenant-" + ns}, policy); err != nil {
+		t.Fatal(err)
+	}
+	policy.Spec.DestinationNamespaces = append(policy.Spec.DestinationNamespaces, "demo")
+	if err := s.Client.Update(context.Background(), policy); err != nil {
+		t.Fatal(err)
+	}
+	repo := &scribev1.Repository{}
+	if err := s.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "default"}, repo); err != nil {
+		t.Fatal(err)
+	}
+	repo.Spec.AllowedNamespaces = append(repo.Spec.AllowedNamespaces, "demo")
+	if err := s.Client.Update(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
 	return s, a
 }
 
