@@ -99,9 +99,9 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 			}
 			ts.Address = addr
 		}
-		if named[tg.Name] && ts.ClusterReady && componentsReady(ts) && ts.Address == "" {
-			// A workflow param names its address: the workflows wait
-			// for it.
+		if named[tg.Name] && len(rb.Components) > 0 && ts.ClusterReady && componentsReady(ts) && ts.Address == "" {
+			// A workflow param names its address: once its components
+			// are committed (stage 2 on), the workflows wait for it.
 			addressOK = false
 			ts.Message = fmt.Sprintf("%s; waiting for its address, which the workflow params name: %s", ts.Message, addressableList(rb.Addressable))
 		}

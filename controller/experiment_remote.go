@@ -245,6 +245,9 @@ func (r *ExperimentReconciler) registerArgoCluster(ctx context.Context, want *co
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.Publisher.Client.Create(ctx, want); err != nil {
+			if apierrors.IsForbidden(err) {
+				return fmt.Errorf("not permitted to write cluster Secrets in %s: install Scribe with its chart's argocdClusters.register=true (and argocdClusters.namespace=%s), or register the cluster yourself as %s: %w", want.Namespace, want.Namespace, want.Name, err)
+			}
 			return fmt.Errorf("create Argo CD cluster Secret %s/%s: %w", want.Namespace, want.Name, err)
 		}
 		return nil
@@ -270,6 +273,9 @@ func (r *ExperimentReconciler) unregisterArgoClusters(ctx context.Context, names
 		argoSecretTypeLabel: "cluster", "app.kubernetes.io/managed-by": "scribe",
 		"scribe.dev/experiment": exp.Name, "scribe.dev/namespace": exp.Namespace,
 	}); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil // not granted: Scribe wrote none there
+		}
 		return fmt.Errorf("list Argo CD cluster Secrets of %s in %s: %w", exp, namespace, err)
 	}
 	var errs []error

@@ -20,8 +20,10 @@ import (
 
 // This file enforces DESIGN.md's "one invariant": Scribe writes only to
 // Git/OCI, its own resources (status, finalizers), Events, its Lease, and
-// the reconcile-request annotation on Flux sources and Argo CD
-// Applications. It checks both config/rbac (what is deployed) and every
+// the reconcile-request annotation on Flux sources and Kustomizations and
+// Argo CD Applications. (The Argo CD cluster Secrets of Experiments'
+// remote targets are written only when the chart's argocdClusters.register
+// grants a Role in Argo CD's namespace: not part of config/rbac.) It checks both config/rbac (what is deployed) and every
 // +kubebuilder:rbac marker under controller/ (what `make manifests` will
 // deploy next), so a new marker cannot widen the role silently.
 
@@ -57,6 +59,9 @@ var allowedWrites = map[string][]string{
 	"source.toolkit.fluxcd.io/gitrepositories": {"patch"},
 	"source.toolkit.fluxcd.io/ocirepositories": {"patch"},
 	"argoproj.io/applications":                 {"patch"},
+	// An Experiment's component Kustomizations, asked to retry when their
+	// target cluster answers again.
+	"kustomize.toolkit.fluxcd.io/kustomizations": {"patch"},
 	// --metrics-secure authenticates and authorizes scrapes; these reviews
 	// are queries that store nothing.
 	"authentication.k8s.io/tokenreviews":        {"create"},
@@ -88,6 +93,7 @@ var reconcileRequest = []string{
 	"source.toolkit.fluxcd.io/gitrepositories",
 	"source.toolkit.fluxcd.io/ocirepositories",
 	"argoproj.io/applications",
+	"kustomize.toolkit.fluxcd.io/kustomizations",
 }
 
 // rule is one PolicyRule and where it came from, for messages.

@@ -39,7 +39,12 @@ func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*
 		t.Fatal(err)
 	}
 	a := s.StartAppCluster(t)
-	s.InstallScribe(t, InstallOptions{})
+	var values []string
+	if applier == scribev1.ApplierArgoCD {
+		// Scribe registers the target clusters with Argo CD.
+		values = append(values, "argocdClusters.register=true", "argocdClusters.namespace="+ArgoCDNamespace)
+	}
+	s.InstallScribe(t, InstallOptions{Values: values})
 	newNamespaceAndRepository(t, s, ns)
 	// The loop catalog's demo-edge installs into demo, beside the demo
 	// services: the platform grants the namespace that destination, and
