@@ -152,7 +152,8 @@ func TestTutorialHydratesTheSameObservabilityUnderBothAppliers(t *testing.T) {
 	if len(argo) != len(flux) {
 		t.Errorf("Argo CD has %d observability files, Flux %d", len(argo), len(flux))
 	}
-	config := flux["components/app/observability/configmap-otel-collector.yaml"]
+	// Named per Experiment (render.OwnedSuffix), as every hydrated object.
+	config := flux["components/app/observability/configmap-otel-collector"+render.OwnedSuffix("experiments", "gateway-tutorial")+".yaml"]
 	for _, want := range []string{`endpoint: "https://otlp.hub.example.com:4317"`, `X-Scope-OrgID: "gateway-lab"`, "insecure: false"} {
 		if !strings.Contains(config, want) {
 			t.Errorf("the collector's configuration lacks %s:\n%s", want, config)
