@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -217,7 +218,12 @@ func (r *ExperimentReconciler) cluster(ctx context.Context, e *scribev1.Experime
 		if err != nil {
 			return ts, nil, err
 		}
-		if err := r.registerArgoCluster(ctx, reg, client.ObjectKeyFromObject(e), tg.Name); err != nil {
+		switch err := r.registerArgoCluster(ctx, reg, client.ObjectKeyFromObject(e), tg.Name); {
+		case errors.Is(err, errRegistrationNotPermitted):
+			// The platform registers it; Argo CD says when it has not
+			// (DestinationNotRegistered on the Applications).
+			log.FromContext(ctx).V(1).Info("Argo CD cluster registration left to the platform", "experiment", client.ObjectKeyFromObject(e), "target", tg.Name, "cluster", rb.ArgoCDCluster)
+		case err != nil:
 			ts.Reason, ts.Message = ReasonClusterNotRegistered, fmt.Sprintf("%s %s is ready; registering it with Argo CD as %q: %v", id.Kind, id.Name, rb.ArgoCDCluster, err)
 			return ts, nil, nil
 		}

@@ -228,6 +228,11 @@ func argoClusterSecret(namespace, cluster, project string, exp types.NamespacedN
 	}, nil
 }
 
+// errRegistrationNotPermitted: Scribe may not write cluster Secrets in Argo
+// CD's namespace (the chart's argocdClusters.register is off): the platform
+// registers the clusters.
+var errRegistrationNotPermitted = errors.New("not permitted to write cluster Secrets there (the chart's argocdClusters.register is off)")
+
 // registrationOf reports whether s is Scribe's registration for the
 // Experiment's target.
 func registrationOf(s *corev1.Secret, exp types.NamespacedName, target string) bool {
@@ -246,7 +251,7 @@ func (r *ExperimentReconciler) registerArgoCluster(ctx context.Context, want *co
 	case apierrors.IsNotFound(err):
 		if err := r.Publisher.Client.Create(ctx, want); err != nil {
 			if apierrors.IsForbidden(err) {
-				return fmt.Errorf("not permitted to write cluster Secrets in %s: install Scribe with its chart's argocdClusters.register=true (and argocdClusters.namespace=%s), or register the cluster yourself as %s: %w", want.Namespace, want.Namespace, want.Name, err)
+				return errRegistrationNotPermitted
 			}
 			return fmt.Errorf("create Argo CD cluster Secret %s/%s: %w", want.Namespace, want.Name, err)
 		}
