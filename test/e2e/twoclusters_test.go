@@ -194,7 +194,7 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	if !strings.Contains(ready.Message, a.Server) || !strings.Contains(ready.Message, "target app") || e.Status.Phase != scribev1.ExperimentProvisioning {
 		t.Fatalf("unreachable, but: %s", describeExperiment(e))
 	}
-	if len(e.Status.Targets) != 1 || e.Status.Targets[0].Reason != controller.ReasonTargetUnreachable {
+	if app := targetStatus(e, "app"); app.Reason != controller.ReasonTargetUnreachable {
 		t.Fatalf("status.targets = %+v", e.Status.Targets)
 	}
 	t.Logf("%s: reported: %s", applier, ready.Message)
@@ -217,7 +217,7 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	// The app target's address, read back from its LoadBalancer Service
 	// on the second cluster, is what the validation probed: the engine
 	// ran it on the hub's node, and it reached the second cluster's pods.
-	addr := e.Status.Targets[0].Address
+	addr := targetStatus(e, "app").Address
 	if !strings.HasPrefix(addr, "10.213.10.") {
 		t.Fatalf("status.targets[app].address = %q, want the LoadBalancer's address in %s", addr, appLoadBalancers)
 	}
@@ -314,4 +314,14 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 			t.Fatalf("the Argo CD cluster Secret %s outlived the Experiment: %v", registration.Name, err)
 		}
 	}
+}
+
+// targetStatus is the Experiment's status of target name.
+func targetStatus(e *scribev1.Experiment, name string) scribev1.TargetStatus {
+	for _, ts := range e.Status.Targets {
+		if ts.Name == name {
+			return ts
+		}
+	}
+	return scribev1.TargetStatus{}
 }
