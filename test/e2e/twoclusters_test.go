@@ -204,7 +204,11 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	back := time.Now()
 
 	e = waitExperimentFor(t, s, 6*time.Minute, ns, exp.Name, "the Experiment Complete", func(e *scribev1.Experiment) bool {
-		return e.Status.Phase == scribev1.ExperimentComplete || e.Status.Phase == scribev1.ExperimentFailed
+		// Failed is final only for the workflow's verdict: an applier's
+		// failure is read again.
+		ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
+		return e.Status.Phase == scribev1.ExperimentComplete ||
+			e.Status.Phase == scribev1.ExperimentFailed && ready != nil && ready.Reason == controller.ReasonWorkflowFailed
 	})
 	run := workflowOf(t, s, e)
 	if e.Status.Phase != scribev1.ExperimentComplete {
