@@ -13,6 +13,8 @@ const (
 	groupFluxKustomize = "kustomize.toolkit.fluxcd.io"
 	groupFluxHelm      = "helm.toolkit.fluxcd.io"
 	kindApplication    = "Application"
+	// argoRefreshAnnotation asks Argo CD to refresh an Application.
+	argoRefreshAnnotation = "argocd.argoproj.io/refresh"
 )
 
 // helmFailureReasons are the Ready=False reasons with which helm-controller
@@ -73,12 +75,23 @@ func Delivery(u, src *unstructured.Unstructured) Verdict {
 
 // fluxDelivery judges a Flux Kustomization or HelmRelease by its conditions.
 func fluxDelivery(v Verdict, o map[string]any, src *unstructured.Unstructured, failure func(reason string) bool) Verdict {
+	failed := failed
 	gen, _ := integer(o, "metadata", "generation")
 	observed, _ := integer(o, "status", "observedGeneration")
 	conds := conditions(o, "status", "conditions")
 	current := func(c *cond) bool { return c != nil && (c.ObservedGeneration == 0 || c.ObservedGeneration == gen) }
 	if b, _ := field(o, "spec", "suspend"); b == true {
 		return pending(v, ReasonSuspended, "suspended")
+	}
+	// A reconcile requested and not handled yet (Scribe asks for one when
+	// a target cluster answers again): a failure reported before is no
+	// verdict on the retry.
+	requested, _ := field(o, "metadata", "annotations", meta.ReconcileRequestAnnotation)
+	handled, _ := field(o, "status", "lastHandledReconcileAt")
+	if r, ok := requested.(string); ok && r != "" && r != handled {
+		failed = func(v Verdict, _, msg string) Verdict {
+			return pending(v, ReasonRetryRequested, fmt.Sprintf("a reconcile requested at %s is not handled yet; before it: %s", r, msg))
+		}
 	}
 	if c := findCond(conds, meta.StalledCondition); current(c) && c.Status == "True" {
 		return failed(v, ReasonStalled, c.Message)
@@ -123,6 +136,14 @@ func sourceReady(src *unstructured.Unstructured) bool {
 // argoDelivery judges an Argo CD Application that delivers a component.
 func argoDelivery(v Verdict, o map[string]any) Verdict {
 	st := obj(o, "status")
+	failed := failed
+	// A refresh requested and not done yet (Argo CD removes the
+	// annotation when it has refreshed): a failure is no verdict on it.
+	if r, ok := field(o, "metadata", "annotations", argoRefreshAnnotation); ok && r != nil && r != "" {
+		failed = func(v Verdict, _, msg string) Verdict {
+			return pending(v, ReasonRetryRequested, fmt.Sprintf("a refresh (%v) is requested and not done yet; before it: %s", r, msg))
+		}
+	}
 	for _, c := range conditions(st, "conditions") {
 		switch c.Type {
 		case ReasonComparisonError, ReasonInvalidSpecError:

@@ -50,6 +50,46 @@ status:
 			want: Verdict{State: Healthy, Reason: ReasonHealthy, Message: "Applied revision: main@sha1:0123456"},
 		},
 		{
+			name: "kustomization that failed before a reconcile it has not handled yet is pending, not failed",
+			yaml: `
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: exp-app-web, namespace: lab, generation: 1, annotations: {reconcile.fluxcd.io/requestedAt: "2026-11-28T00:10:00Z"}}
+status:
+  observedGeneration: 1
+  lastHandledReconcileAt: "2026-11-28T00:00:00Z"
+  conditions:
+  - {type: Ready, status: "False", reason: ReconciliationFailed, observedGeneration: 1, message: "dial tcp 10.0.0.1:6443: connect: connection refused"}
+`,
+			want: Verdict{State: Pending, Reason: ReasonRetryRequested, Message: "a reconcile requested at 2026-11-28T00:10:00Z is not handled yet; before it: dial tcp 10.0.0.1:6443: connect: connection refused"},
+		},
+		{
+			name: "kustomization that failed after handling the reconcile requested fails",
+			yaml: `
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: exp-app-web, namespace: lab, generation: 1, annotations: {reconcile.fluxcd.io/requestedAt: "2026-11-28T00:10:00Z"}}
+status:
+  observedGeneration: 1
+  lastHandledReconcileAt: "2026-11-28T00:10:00Z"
+  conditions:
+  - {type: Ready, status: "False", reason: ReconciliationFailed, observedGeneration: 1, message: "dial tcp 10.0.0.1:6443: connect: connection refused"}
+`,
+			want: Verdict{State: Failed, Reason: "ReconciliationFailed", Message: "dial tcp 10.0.0.1:6443: connect: connection refused"},
+		},
+		{
+			name: "application degraded with a refresh still requested is pending",
+			yaml: `
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: exp-app-web, namespace: lab, annotations: {argocd.argoproj.io/refresh: normal}}
+status:
+  conditions:
+  - {type: ComparisonError, message: "failed to load live state: connection refused"}
+`,
+			want: Verdict{State: Pending, Reason: ReasonRetryRequested, Message: "a refresh (normal) is requested and not done yet; before it: failed to load live state: connection refused"},
+		},
+		{
 			name: "kustomization whose path is missing in a ready source fails with Flux's message",
 			yaml: `
 apiVersion: kustomize.toolkit.fluxcd.io/v1

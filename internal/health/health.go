@@ -51,6 +51,11 @@ const (
 	// generation (status.observedGeneration or the condition's
 	// observedGeneration lags metadata.generation).
 	ReasonNotObserved = "NotObserved"
+	// ReasonRetryRequested: the applier failed, but a reconcile was asked
+	// of it since (Flux's reconcile.fluxcd.io/requestedAt not yet in
+	// status.lastHandledReconcileAt, Argo CD's refresh annotation not yet
+	// removed): the failure may be stale.
+	ReasonRetryRequested = "RetryRequested"
 	// ReasonProgressing: reconciliation or rollout in progress.
 	ReasonProgressing = "Progressing"
 	// ReasonSyncedProgressing: an applier synced the commit and its health
