@@ -93,12 +93,17 @@ func (r *ExperimentReconciler) targets(ctx context.Context, e *scribev1.Experime
 			}
 		}
 		addressOK := true
+		// The address last read stays while its components are not ready
+		// (an applier re-applying them at a later stage) or it cannot be
+		// read: the workflows' params are rendered from it.
+		ts.Address = previousTarget(e, tg.Name).Address
 		if ts.ClusterReady && componentsReady(ts) && len(rb.Addressable) > 0 && (tg.Cluster.Type == scribev1.ClusterHub || kc != nil) {
 			addr, err := r.targetAddress(ctx, kc, rb.Addressable)
 			if err != nil {
 				log.FromContext(ctx).Info("target address", "experiment", client.ObjectKeyFromObject(e), "target", tg.Name, "error", err.Error())
+			} else {
+				ts.Address = addr
 			}
-			ts.Address = addr
 		}
 		if named[tg.Name] && len(rb.Components) > 0 && ts.ClusterReady && componentsReady(ts) && ts.Address == "" {
 			// A workflow param names its address: once its components
@@ -386,15 +391,20 @@ func enginePhase(u *unstructured.Unstructured) string {
 	return s
 }
 
+// previousTarget is the target's status as last recorded.
+func previousTarget(e *scribev1.Experiment, target string) scribev1.TargetStatus {
+	for _, ts := range e.Status.Targets {
+		if ts.Name == target {
+			return ts
+		}
+	}
+	return scribev1.TargetStatus{}
+}
+
 // wasUnreachable says the Experiment's status last found the target's
 // cluster unreachable.
 func wasUnreachable(e *scribev1.Experiment, target string) bool {
-	for _, ts := range e.Status.Targets {
-		if ts.Name == target {
-			return ts.Reason == ReasonTargetUnreachable
-		}
-	}
-	return false
+	return previousTarget(e, target).Reason == ReasonTargetUnreachable
 }
 
 // retryDeliveries asks the applier objects that deliver the target's
