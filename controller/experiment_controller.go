@@ -82,6 +82,11 @@ type ExperimentReconciler struct {
 	Events    events.EventRecorder
 	// Poll is how often the read-back objects are re-read while waiting.
 	Poll time.Duration
+	// WatchedPoll is how often the TestWorkflow a rendered TestTrigger
+	// re-runs is re-read when nothing else brings the Experiment back: a
+	// safety net for a missed watch event, or for Testkube's namespace
+	// left out of --watch-namespaces. 0: only on watch events.
+	WatchedPoll time.Duration
 }
 
 // +kubebuilder:rbac:groups=scribe.dev,resources=experiments,verbs=get;list;watch;update;patch
@@ -91,6 +96,7 @@ type ExperimentReconciler struct {
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=argoproj.io,resources=workflows,verbs=get;list;watch
 // +kubebuilder:rbac:groups=testworkflows.testkube.io,resources=testworkflowexecutions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=testworkflows.testkube.io,resources=testworkflows,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get
@@ -124,6 +130,9 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 		{Group: "cluster.x-k8s.io", Kind: "Cluster"},
 		{Group: "argoproj.io", Kind: "Workflow"},
 		{Group: "testworkflows.testkube.io", Kind: "TestWorkflowExecution"},
+		// The evaluation's TestWorkflow: Testkube records every execution
+		// of it, those its TestTrigger starts too, in its status.
+		{Group: "testworkflows.testkube.io", Kind: "TestWorkflow"},
 	} {
 		m, err := mgr.GetRESTMapper().RESTMapping(gk)
 		if err != nil {
@@ -169,7 +178,37 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 	st := &e.Status
 	observed := st.ObservedGeneration
 	st.ObservedGeneration = e.Generation
-	return r.progress(ctx, e, patcher, observed != e.Generation)
+	triggered, err := r.triggeredRun(ctx, e)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	res, err := r.progress(ctx, e, patcher, observed != e.Generation)
+	if triggered && err == nil && r.WatchedPoll > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > r.WatchedPoll) {
+		res.RequeueAfter = r.WatchedPoll
+	}
+	return res, err
+}
+
+// triggeredRun records the last run the TestTrigger of the last render
+// started (DecideTriggeredRun), whatever the phase, a Complete Experiment's
+// too, and emits its Event; it reports whether the render has a
+// TestTrigger to follow.
+func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Experiment) (bool, error) {
+	id := triggeredWorkflow(e.Status.GeneratedResources)
+	if id == nil {
+		return false, nil
+	}
+	u, err := r.get(ctx, *id)
+	if err != nil {
+		return true, fmt.Errorf("read the runs of the TestTrigger: %w", err)
+	}
+	run, ev := DecideTriggeredRun(e.Status.LastTriggeredRun, latestExecution(u))
+	e.Status.LastTriggeredRun = run
+	if ev != nil {
+		log.FromContext(ctx).Info("triggered run", "reason", ev.Reason, "message", ev.Message)
+		r.event(e, ev.Type, ev.Reason, "%s", ev.Message)
+	}
+	return true, nil
 }
 
 // progress walks the Experiment's stages: DecideExperiment (stages.go)

@@ -240,7 +240,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		return nil, err
 	}
 	// Experiments.
-	er := &ExperimentReconciler{Publisher: p, Events: events, Poll: opts.Poll}
+	er := &ExperimentReconciler{Publisher: p, Events: events, Poll: opts.Poll, WatchedPoll: opts.WatchedPoll}
 	if err := er.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("experiment controller: %w", err)
 	}

@@ -528,6 +528,38 @@ type ExperimentStatus struct {
 	// as Argo Workflows reports them.
 	// +optional
 	Runs []WorkflowStatus `json:"runs,omitempty"`
+
+	// LastTriggeredRun is the last run of the evaluation's TestWorkflow
+	// that its TestTrigger (spec.workflow.testkube.trigger) started, as
+	// Testkube reports it in the TestWorkflow's status.latestExecution. It
+	// is a later re-evaluation: it never changes the phase.
+	// +optional
+	LastTriggeredRun *TriggeredRun `json:"lastTriggeredRun,omitempty"`
+}
+
+// TriggeredRun is a TestWorkflow execution a TestTrigger started.
+type TriggeredRun struct {
+	// Name of the execution (Testkube's <workflow>-<number>).
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Number is the execution's sequence number.
+	// +optional
+	Number int32 `json:"number,omitempty"`
+	// Status is Testkube's result status: queued, running, paused,
+	// passed, failed or aborted.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Status string `json:"status,omitempty"`
+	// ScheduledAt is when Testkube scheduled the execution.
+	// +optional
+	ScheduledAt *metav1.Time `json:"scheduledAt,omitempty"`
+	// FinishedAt is when it finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Message says which TestWorkflow and TestTrigger, and the outcome.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Experiment commit stages.
