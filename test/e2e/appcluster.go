@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -399,23 +398,7 @@ func (a *AppCluster) startNode(ctx context.Context, kubeconfig string) error {
 		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256"); err != nil {
 		return err
 	}
-	var last string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		node := &corev1.Node{}
-		if err := a.Client.Get(ctx, types.NamespacedName{Name: appNodeName}, node); err != nil {
-			last = err.Error()
-			continue
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				if c.Status == corev1.ConditionTrue {
-					return nil
-				}
-				last = c.Reason + ": " + c.Message
-			}
-		}
-	}
-	return fmt.Errorf("app node %s not Ready after 60s (%s); kubelet log:\n%s", appNodeName, last, a.s.Logs("app-kubelet", 30))
+	return waitNodeReady(ctx, a.Client, appNodeName, func() string { return a.s.Logs("app-kubelet", 30) })
 }
 
 // close drains the app node and stops the cluster; it is safe on a

@@ -143,7 +143,7 @@ func (s *Stack) attachNode(ctx context.Context) error {
 		"--metrics-bind-address=127.0.0.1:"+metricsPort, "--healthz-bind-address=127.0.0.1:"+proxyHealth); err != nil {
 		return err
 	}
-	if err := s.waitNodeReady(ctx); err != nil {
+	if err := waitNodeReady(ctx, s.Client, nodeName, func() string { return s.Logs("kubelet", 30) }); err != nil {
 		return err
 	}
 	s.logf("real node: %s Ready for this loop in %s", nodeName, time.Since(start).Round(time.Millisecond))
@@ -197,24 +197,26 @@ func urlHostPort(host string) (string, error) {
 	return h, nil
 }
 
-func (s *Stack) waitNodeReady(ctx context.Context) error {
+// waitNodeReady waits up to 60 s for node to be Ready in c's cluster; log
+// is its kubelet's log, for the error.
+func waitNodeReady(ctx context.Context, c client.Client, node string, log func() string) error {
 	var last string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		node := &corev1.Node{}
-		if err := s.Client.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
 			last = err.Error()
 			continue
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				if c.Status == corev1.ConditionTrue {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status == corev1.ConditionTrue {
 					return nil
 				}
-				last = c.Reason + ": " + c.Message
+				last = cond.Reason + ": " + cond.Message
 			}
 		}
 	}
-	return fmt.Errorf("node %s not Ready after 60s (%s); kubelet log:\n%s", nodeName, last, s.Logs("kubelet", 30))
+	return fmt.Errorf("node %s not Ready after 60s (%s); kubelet log:\n%s", node, last, log())
 }
 
 // detachNode empties the node of this loop's pods (the kubelet tears their
