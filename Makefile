@@ -71,7 +71,7 @@ test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, th
 	@# The YAML stream reader and the commit-message template, fuzzed the same way.
 	go test ./internal/yamlstream -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZ_TIME)
 	go test ./internal/publish/gitsink -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_TIME)
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 45m ./test/e2e/
+	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 70m ./test/e2e/
 
 .PHONY: test-race
 test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.
