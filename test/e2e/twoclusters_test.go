@@ -46,14 +46,14 @@ func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*
 	}
 	s.InstallScribe(t, InstallOptions{Values: values})
 	newNamespaceAndRepository(t, s, ns)
-	// The loop catalog's demo-edge installs into demo, beside the demo
-	// services: the platform grants the namespace that destination, and
-	// the Repository allows it.
+	// The loop catalog's demo-edge installs into edge: the platform
+	// grants the namespace that destination, and the Repository allows
+	// it.
 	policy := &scribev1.TenantPolicy{}
 	if err := s.Client.Get(context.Background(), types.NamespacedName{Name: "tenant-" + ns}, policy); err != nil {
 		t.Fatal(err)
 	}
-	policy.Spec.DestinationNamespaces = append(policy.Spec.DestinationNamespaces, "demo")
+	policy.Spec.DestinationNamespaces = append(policy.Spec.DestinationNamespaces, "edge")
 	if err := s.Client.Update(context.Background(), policy); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*
 	if err := s.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "default"}, repo); err != nil {
 		t.Fatal(err)
 	}
-	repo.Spec.AllowedNamespaces = append(repo.Spec.AllowedNamespaces, "demo")
+	repo.Spec.AllowedNamespaces = append(repo.Spec.AllowedNamespaces, "edge")
 	if err := s.Client.Update(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +148,9 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 				{
 					Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
 					Components: []scribev1.Component{{App: "demo-services"}, {App: "demo-edge"}},
+					// demo-edge is in a namespace of its own: two Argo CD
+					// Applications applying one Namespace flip its
+					// tracking annotation between them.
 				},
 				// A hub target delivered only once the app target is
 				// ready.
