@@ -147,27 +147,38 @@ const reachTimeout = 5 * time.Second
 // (even 401) means it is reachable. The answer's body is read up to
 // 64 KiB: the server is the tenant's to choose.
 func reach(ctx context.Context, k remoteKubeconfig) error {
-	hc, err := rest.HTTPClientFor(k.restConfig(reachTimeout))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(k.Server, "/")+"/version", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
+	_, _, err := remoteGet(ctx, k, "/version", 64<<10)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return err
+	}
+	return err
+}
+
+// remoteGet GETs path (JSON) from the cluster's API server, bounded by
+// reachTimeout and reading at most limit+1 bytes of the body (the server
+// is the tenant's to choose): its status code and that body.
+func remoteGet(ctx context.Context, k remoteKubeconfig, path string, limit int64) (int, []byte, error) {
+	hc, err := rest.HTTPClientFor(k.restConfig(reachTimeout))
+	if err != nil {
+		return 0, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(k.Server, "/")+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return nil
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	return resp.StatusCode, body, err
 }
 
 // argoClusterConfig is Argo CD's cluster Secret `config`, the fields
@@ -363,31 +374,15 @@ func getRemote(ctx context.Context, k remoteKubeconfig, id scribev1.ObjectIdenti
 		p = "/api/" + id.APIVersion
 	}
 	p += "/namespaces/" + url.PathEscape(id.Namespace) + "/" + plural + "/" + url.PathEscape(id.Name)
-	hc, err := rest.HTTPClientFor(k.restConfig(reachTimeout))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(k.Server, "/")+p, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRemoteObject+1))
+	code, body, err := remoteGet(ctx, k, p, maxRemoteObject)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case code == http.StatusNotFound:
 		return nil, nil
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("GET %s: %s", p, resp.Status)
+	case code != http.StatusOK:
+		return nil, fmt.Errorf("GET %s: %d %s", p, code, http.StatusText(code))
 	case len(body) > maxRemoteObject:
 		return nil, fmt.Errorf("GET %s: more than %d bytes", p, maxRemoteObject)
 	}
