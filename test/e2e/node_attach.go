@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -260,30 +259,7 @@ func (s *Stack) drainNode(ctx context.Context) error {
 	// Stop kube-controller-manager and kube-scheduler first: nothing makes
 	// or places new pods then.
 	s.stopNamed("kube-controller-manager", "kube-scheduler")
-	pods := &corev1.PodList{}
-	if err := s.Client.List(ctx, pods, client.MatchingFields{"spec.nodeName": nodeName}); err != nil {
-		return err
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if err := s.Client.Delete(ctx, p, client.GracePeriodSeconds(1)); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	for ctx.Err() == nil {
-		if err := s.Client.List(ctx, pods, client.MatchingFields{"spec.nodeName": nodeName}); err != nil {
-			return err
-		}
-		if len(pods.Items) == 0 {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	names := make([]string, 0, len(pods.Items))
-	for _, p := range pods.Items {
-		names = append(names, p.Namespace+"/"+p.Name)
-	}
-	return fmt.Errorf("pods still on the node: %s", strings.Join(names, ", "))
+	return drainPods(ctx, s.Client, nodeName)
 }
 
 // stopNamed stops the loop's processes with these names (SIGTERM, then
