@@ -72,7 +72,7 @@ entries: {
 		{name: "the published artifact's files are what is built", app: "plain", params: map[string]any{"size": "L"}, pub: render.DefaultPublish(),
 			catalog: artifact(map[string]string{"apps/plain/kustomization.yaml": "resources: [cm.yaml]\n", "apps/plain/cm.yaml": cm}),
 			want:    `Kustomization ./` + dir + `plain {"kind":"GitRepository","name":"scribe","namespace":"flux-system"}`,
-			files:   map[string]string{dir + "plain/configmap-plain" + sfx + ".yaml": "size: L\nkind: ConfigMap\nmetadata:\n  name: plain" + sfx + "\n  namespace: lab\n"}},
+			files:   map[string]string{dir + "plain/configmap-plain" + sfx + ".yaml": "size: L\nkind: ConfigMap\nmetadata:\n  labels:\n    scribe.dev/owned-by: " + sfx[1:] + "\n  name: plain" + sfx + "\n  namespace: lab\n"}},
 		{name: "a param nothing sets is refused, naming it", app: "plain", pub: render.DefaultPublish(),
 			catalog: artifact(map[string]string{"apps/plain/kustomization.yaml": "resources: [cm.yaml]\n", "apps/plain/cm.yaml": cm}),
 			wantErr: []string{"spec.targets[0].components[0].params.size", "${size}", "ConfigMap/plain"}},

@@ -47,6 +47,15 @@ const (
 	argoNeverPruned2 = "Delete=false"
 )
 
+// OwnerLabel is the label Build gives every object named with a suffix
+// (but shared ones), in its metadata, its selectors and its pod templates:
+// its value (OwnerLabelValue) tells one owner's pods from another's.
+const OwnerLabel = "scribe.dev/owned-by"
+
+// OwnerLabelValue is OwnerLabel's value for an owner's name suffix: the
+// suffix without its leading dash.
+func OwnerLabelValue(suffix string) string { return strings.TrimPrefix(suffix, "-") }
+
 // maxOwnedName is the longest name a suffixed object may have: a DNS label,
 // what a Service's name must be (the strictest of the kinds a catalog
 // delivers; a Pod's hostname, a label value naming it).
@@ -95,6 +104,11 @@ func writeOverlay(mem filesys.FileSystem, req Request) error {
 		Resources:  []string{"../entry"},
 	}
 	if req.NameSuffix != "" {
+		// The owner's label joins every selector, so that a Service or
+		// a Deployment of one owner never selects the pods of
+		// another's in a shared namespace (nameSuffix renames objects,
+		// not the labels selectors match).
+		overlay.Labels = []kustypes.Label{{Pairs: map[string]string{OwnerLabel: OwnerLabelValue(req.NameSuffix)}, IncludeSelectors: true}}
 		overlay.Configurations = []string{"argo-references.yaml"}
 		if err := mem.WriteFile(overlayRoot+"/argo-references.yaml", []byte(argoReferences)); err != nil {
 			return fmt.Errorf("name overlay: %w", err)
@@ -111,9 +125,10 @@ func writeOverlay(mem filesys.FileSystem, req Request) error {
 }
 
 // checkOwned checks a built object named with suffix: its name fits
-// maxOwnedName; a shared one (SharedKind) gets the annotations that keep
-// either applier from pruning it (neverPruned). Without a suffix it does
-// nothing.
+// maxOwnedName; a shared one (SharedKind) loses OwnerLabel (two owners
+// applying one Namespace would fight over its value) and gets the
+// annotations that keep either applier from pruning it (neverPruned).
+// Without a suffix it does nothing.
 func checkOwned(obj map[string]any, suffix string) error {
 	if suffix == "" {
 		return nil
@@ -127,6 +142,12 @@ func checkOwned(obj map[string]any, suffix string) error {
 		group = apiVersion[:i]
 	}
 	if SharedKind(group, kind) {
+		if labels, _ := md["labels"].(map[string]any); labels != nil {
+			delete(labels, OwnerLabel)
+			if len(labels) == 0 {
+				delete(md, "labels")
+			}
+		}
 		neverPruned(obj)
 		return nil
 	}

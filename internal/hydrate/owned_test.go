@@ -47,6 +47,32 @@ spec:
 `,
 }
 
+// serviceComponent is an app entry as demo-services is: a Deployment, the
+// Service selecting its pods, and their Namespace.
+var serviceComponent = map[string]string{
+	"app/kustomization.yaml": "resources: [app.yaml]\n",
+	"app/app.yaml": `apiVersion: v1
+kind: Namespace
+metadata: {name: demo, labels: {team: a}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: web}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+`,
+}
+
 // byKind indexes objs by Kind/name.
 func byKind(objs []map[string]any) map[string]map[string]any {
 	out := map[string]map[string]any{}
@@ -127,10 +153,34 @@ func TestBuildNamesObjectsPerOwner(t *testing.T) {
 			},
 		},
 		{
+			name: "the owner's label joins every selector and pod template, so one owner's Service never selects another's pods; the shared Namespace has none", suffix: "-exp-0123456789",
+			files: serviceComponent,
+			check: func(t *testing.T, objs map[string]map[string]any) {
+				dep, svc := objs["Deployment/web-exp-0123456789"], objs["Service/web-exp-0123456789"]
+				for what, got := range map[string]any{
+					"Deployment metadata.labels":               dig(dep, "metadata", "labels", OwnerLabel),
+					"Deployment spec.selector.matchLabels":     dig(dep, "spec", "selector", "matchLabels", OwnerLabel),
+					"Deployment spec.template.metadata.labels": dig(dep, "spec", "template", "metadata", "labels", OwnerLabel),
+					"Service spec.selector":                    dig(svc, "spec", "selector", OwnerLabel),
+				} {
+					if got != "exp-0123456789" {
+						t.Errorf("%s[%s] = %v, want exp-0123456789", what, OwnerLabel, got)
+					}
+				}
+				if got := dig(svc, "spec", "selector", "app"); got != "web" {
+					t.Errorf("Service spec.selector lost the catalog's app label: %v", got)
+				}
+				// (kustomize's namespace names the Namespace too)
+				if got, _ := dig(objs["Namespace/team-a"], "metadata", "labels").(map[string]any); len(got) != 1 || got["team"] != "a" {
+					t.Errorf("Namespace labels = %v, want only the catalog's", got)
+				}
+			},
+		},
+		{
 			name: "without a suffix the names and annotations are the catalog's", suffix: "",
 			files: workflowComponent,
 			check: func(t *testing.T, objs map[string]map[string]any) {
-				if objs["WorkflowTemplate/load"] == nil || dig(objs["Namespace/team-a"], "metadata", "annotations", fluxPruneKey) != nil {
+				if objs["WorkflowTemplate/load"] == nil || dig(objs["Namespace/team-a"], "metadata", "annotations", fluxPruneKey) != nil || dig(objs["WorkflowTemplate/load"], "metadata", "labels") != nil {
 					t.Errorf("objects changed without a suffix: %v", objs)
 				}
 			},
@@ -143,7 +193,11 @@ func TestBuildNamesObjectsPerOwner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			objs, err := Build(Request{FS: files(tt.files), Dir: "./wf", Namespace: "team-a", NameSuffix: tt.suffix})
+			dir := "./wf"
+			if _, ok := tt.files["app/kustomization.yaml"]; ok {
+				dir = "./app"
+			}
+			objs, err := Build(Request{FS: files(tt.files), Dir: dir, Namespace: "team-a", NameSuffix: tt.suffix})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "more than 63") {
 					t.Fatalf("err = %v, want one naming %q and the limit", err, tt.wantErr)

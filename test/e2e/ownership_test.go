@@ -10,10 +10,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -25,7 +27,8 @@ import (
 // and the gateway-validation workflow with its RBAC) through the real
 // applier, and the real Argo Workflows engine runs both validations to
 // Complete. Each delivered its own objects (named per Experiment), only
-// the catalog's Namespace demo is shared. Deleting one prunes its own
+// the catalog's Namespace demo is shared, and each one's Services select
+// its own pods only. Deleting one prunes its own
 // objects and leaves the other Complete with every object it delivered
 // still in the apiserver, the shared Namespace included.
 func TestLoopDeletingOneOfTwoExperimentsKeepsTheOther(t *testing.T) {
@@ -51,6 +54,38 @@ func testDeleteOneOfTwo(t *testing.T, applier scribev1.ApplierKind) {
 			run := workflowOf(t, s, e)
 			_, log := workflowPod(t, s, run)
 			t.Fatalf("Experiment %s ended %s; its probe's log:\n%s", name, describeExperiment(e), log)
+		}
+	}
+
+	// Each Experiment's Services serve its own pods only: the shared
+	// namespace holds both Experiments' pods, and a selector without the
+	// owner's label would pick the other's too (and, once it is deleted,
+	// its terminating pods).
+	for _, name := range []string{gone, kept} {
+		for _, svc := range []string{"demo-http", "demo-grpc"} {
+			ownPods := owned(ns, name, svc) + "-"
+			poll(t, time.Minute, "Service "+owned(ns, name, svc)+"'s endpoints", func() (bool, string) {
+				var slices discoveryv1.EndpointSliceList
+				if err := s.Client.List(ctx, &slices, client.InNamespace("demo"), client.MatchingLabels{discoveryv1.LabelServiceName: owned(ns, name, svc)}); err != nil {
+					return false, err.Error()
+				}
+				var pods, foreign []string
+				for _, sl := range slices.Items {
+					for _, ep := range sl.Endpoints {
+						if ep.TargetRef == nil {
+							continue
+						}
+						pods = append(pods, ep.TargetRef.Name)
+						if !strings.HasPrefix(ep.TargetRef.Name, ownPods) {
+							foreign = append(foreign, ep.TargetRef.Name)
+						}
+					}
+				}
+				if len(foreign) > 0 {
+					t.Fatalf("Service %s of %s selects pods %v, not its Experiment's", owned(ns, name, svc), name, foreign)
+				}
+				return len(pods) > 0, fmt.Sprintf("endpoints %v", pods)
+			})
 		}
 	}
 
