@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -446,5 +447,64 @@ func TestVClusterExportsAReachableKubeconfigUnderBothAppliers(t *testing.T) {
 		if values[applier] != want {
 			t.Errorf("%s: the vcluster chart's values %s, want %s", applier, values[applier], want)
 		}
+	}
+}
+
+// Two Argo CD Applications applying one Namespace take its tracking
+// annotation from each other and sync forever: a hydrated component's own
+// Namespace is not committed under Argo CD; its Application creates it
+// (CreateNamespace=true, the component's namespace as destination). Flux,
+// which has no such annotation, applies it from the component.
+func TestArgoCDLeavesAHydratedComponentsNamespaceToItsApplication(t *testing.T) {
+	e, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name          string
+		pub           render.Publish
+		wantNamespace bool
+	}{
+		{"Argo CD", argoPublish(), false},
+		{"Flux", render.DefaultPublish(), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := e.Render(context.Background(), render.Input{Object: hubExperiment("demo-services"), Publish: tt.pub, Resolved: testResolved})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var objects int
+			var namespaces []string
+			for _, f := range b.Files {
+				if !strings.Contains(f.Path, "/components/hub/demo-services/") || path.Base(f.Path) == "kustomization.yaml" {
+					continue
+				}
+				objects++
+				m := map[string]any{}
+				if err := yaml.Unmarshal(f.Data, &m); err != nil {
+					t.Fatal(err)
+				}
+				if m["kind"] == "Namespace" {
+					namespaces = append(namespaces, f.Path)
+				}
+			}
+			if objects == 0 || (len(namespaces) > 0) != tt.wantNamespace {
+				t.Fatalf("%d component objects, Namespaces %v; want a Namespace: %v", objects, namespaces, tt.wantNamespace)
+			}
+			if tt.wantNamespace {
+				return
+			}
+			for _, o := range renderedObjects(t, b) {
+				if o["kind"] != "Application" || !strings.HasSuffix(str(o, "metadata", "name"), "demo-services") {
+					continue
+				}
+				opts := fmt.Sprint(o["spec"].(map[string]any)["syncPolicy"].(map[string]any)["syncOptions"])
+				if ns := str(o, "spec", "destination", "namespace"); ns != "demo" || !strings.Contains(opts, "CreateNamespace=true") {
+					t.Fatalf("Application %s: destination namespace %q, sync options %s; want demo, created", str(o, "metadata", "name"), ns, opts)
+				}
+				return
+			}
+			t.Fatal("no Application of demo-services")
+		})
 	}
 }

@@ -41,14 +41,17 @@ type hydrated struct {
 // from the published catalog's files (src.Files, or the catalog shipped in
 // this binary when nil) into dir, setting the namespace to the entry's
 // (or ns, the Experiment's, when it has none) and naming every object per
-// Experiment: suffix (OwnedSuffix) appended to its name. It rewrites r's
+// Experiment: suffix (OwnedSuffix) appended to its name. Delivered by Argo
+// CD (argo), the Namespace the objects are installed in is left to the
+// Application to create (argoNamespace), its metadata in the source's
+// namespaceMetadata. It rewrites r's
 // entry source to {type: "catalog", dir: dir, nameSuffix: suffix} for the
 // templates, which append the suffix to the names they reference (the
 // WorkflowTemplate a Workflow runs, the TestWorkflowTemplates a
 // TestWorkflow uses). A
 // component of any other source type is left alone (nil, nil). Errors name
 // namePath, or paramsPath.<param> for a ${param} nothing sets.
-func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, suffix, namePath, paramsPath string) (*hydrated, *FieldError) {
+func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, suffix string, argo bool, namePath, paramsPath string) (*hydrated, *FieldError) {
 	s, _ := r.Entry["source"].(map[string]any)
 	if s == nil || s["type"] != catalogSourceType {
 		return nil, nil
@@ -88,12 +91,20 @@ func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir,
 		return nil, &FieldError{Path: namePath, Message: fmt.Sprintf(
 			"component %q: building its catalog entry's manifests (%s in the published catalog): %v", r.Name, rel, err)}
 	}
+	var nsMetadata map[string]any
+	if argo {
+		objs, nsMetadata = argoNamespace(objs, target)
+	}
 	h, err := hydratedFiles(dir, objs)
 	if err != nil {
 		return nil, &FieldError{Path: namePath, Message: fmt.Sprintf("component %q: %v", r.Name, err)}
 	}
 	entry := maps.Clone(r.Entry)
-	entry["source"] = map[string]any{"type": catalogSourceType, "dir": dir, "nameSuffix": suffix}
+	source := map[string]any{"type": catalogSourceType, "dir": dir, "nameSuffix": suffix}
+	if nsMetadata != nil {
+		source["namespaceMetadata"] = nsMetadata
+	}
+	entry["source"] = source
 	r.Entry = entry
 	return h, nil
 }

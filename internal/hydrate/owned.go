@@ -56,6 +56,11 @@ const OwnerLabel = "scribe.dev/owned-by"
 // suffix without its leading dash.
 func OwnerLabelValue(suffix string) string { return strings.TrimPrefix(suffix, "-") }
 
+// PruneGuard reports whether annotation key is one of those Build sets on
+// a shared object only to keep the appliers from pruning or deleting it
+// (neverPruned), or the catalog's own copy of Flux's.
+func PruneGuard(key string) bool { return key == fluxPruneKey || key == argoSyncOptsKey }
+
 // maxOwnedName is the longest name a suffixed object may have: a DNS label,
 // what a Service's name must be (the strictest of the kinds a catalog
 // delivers; a Pod's hostname, a label value naming it).

@@ -240,6 +240,28 @@ func (a *AppCluster) start(ctx context.Context) (err error) {
 	return nil
 }
 
+// AnotherAddress forwards a second address on the host's end of the veth
+// to the app cluster's API server, and returns its URL and a kubeconfig
+// for it: what a second provisioned cluster's provider would write (Argo
+// CD tells clusters apart by their server URL). It closes with t.
+func (a *AppCluster) AnotherAddress(t testing.TB) (server string, kubeconfig []byte) {
+	t.Helper()
+	local, err := urlHostPort(a.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := NewProxyOn(net.JoinHostPort(appLinkHost, "0"), local)
+	if err != nil {
+		t.Fatalf("forward another address to the app cluster's API server: %v", err)
+	}
+	t.Cleanup(fwd.Close)
+	server = "https://" + fwd.Addr
+	if kubeconfig, err = withServer(a.Kubeconfig, server); err != nil {
+		t.Fatal(err)
+	}
+	return server, kubeconfig
+}
+
 // withServer returns kubeconfig with every cluster's server set to server.
 func withServer(kubeconfig []byte, server string) ([]byte, error) {
 	cfg, err := clientcmd.Load(kubeconfig)

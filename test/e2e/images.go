@@ -94,6 +94,21 @@ func (n *Node) PushStandIns(ctx context.Context, logf func(string, ...any)) erro
 	return n.push(ctx, logf, grpc, n.Registry+"/moul/grpcbin:latest")
 }
 
+// K6Image is the image the catalog's k6-http-loadgen WorkflowTemplate
+// runs, without its registry (the node's registry mirrors docker.io).
+const K6Image = "grafana/k6:0.55.0"
+
+// PushK6 pushes testdata/k6 as K6Image: a stand-in for k6, which cannot
+// be built here (AGPL) nor pulled, that runs the catalog's load script the
+// way k6 does (its flags, its summary export, its exit code 99 when a
+// threshold is crossed). The loadgen's pods then really load the target.
+func (n *Node) PushK6(ctx context.Context, logf func(string, ...any)) error {
+	return n.push(ctx, logf, imagebuild.App{
+		Name: "k6", Description: "a stand-in for grafana/k6 running the catalog's load script", Package: "./test/e2e/testdata/k6",
+		Binary: "/usr/bin/k6", User: "12345:12345", Entrypoint: []string{"/usr/bin/k6"},
+	}, n.Registry+"/"+K6Image)
+}
+
 // ProbeImage is the catalog's validation image as its WorkflowTemplate
 // names it by default (catalog/workflows/gateway-validation), without the
 // registry: the node's registry mirrors ghcr.io.

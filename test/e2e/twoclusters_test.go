@@ -74,6 +74,13 @@ func newAppClusterLoop(t *testing.T, applier scribev1.ApplierKind, ns string) (*
 // kubeconfig for the app cluster.
 func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unstructured) {
 	t.Helper()
+	playClusterAPIWith(t, s, a.Kubeconfig, cl)
+}
+
+// playClusterAPIWith is playClusterAPI with the kubeconfig the provider
+// writes.
+func playClusterAPIWith(t *testing.T, s *Stack, kubeconfig []byte, cl *unstructured.Unstructured) {
+	t.Helper()
 	ctx := context.Background()
 	cl.Object["status"] = map[string]any{
 		"observedGeneration": cl.GetGeneration(),
@@ -108,7 +115,7 @@ func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unst
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: cl.GetAPIVersion(), Kind: cl.GetKind(), Name: cl.GetName(), UID: cl.GetUID()}},
 		},
 		Type: "cluster.x-k8s.io/secret",
-		Data: map[string][]byte{"value": a.Kubeconfig},
+		Data: map[string][]byte{"value": kubeconfig},
 	}
 	if err := s.Client.Create(ctx, secret); err != nil {
 		t.Fatalf("play Cluster API's kubeconfig Secret: %v", err)
@@ -128,7 +135,11 @@ func playClusterAPI(t *testing.T, s *Stack, a *AppCluster, cl *unstructured.Unst
 // the demo services to the second cluster, whose own node runs their pods,
 // the LoadBalancer Service's address is read back into the workflow's
 // params, the real engine runs the probe on the hub's node against the
-// second cluster, and the Experiment is Complete. No credential of the cluster reaches a
+// second cluster, and the Experiment is Complete. A dependent hub target's
+// workflow component, the catalog's k6 loadgen (its image a stand-in for
+// k6, see PushK6), loads the same address to success. A variant on a
+// cluster of its own whose validation asks the app for a route it does
+// not serve ends Failed with its Workflow's reason. No credential of the cluster reaches a
 // commit. Deleting the Experiment prunes the component from the second
 // cluster and, with Argo CD, removes the registration.
 func TestLoopExperimentDeliversToASecondCluster(t *testing.T) {
@@ -148,9 +159,6 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 				{
 					Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
 					Components: []scribev1.Component{{App: "demo-services"}, {App: "demo-edge"}},
-					// demo-edge is in a namespace of its own: two Argo CD
-					// Applications applying one Namespace flip its
-					// tracking annotation between them.
 				},
 				// A hub target delivered only once the app target is
 				// ready.
@@ -162,8 +170,37 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 				Params: &apiextensionsv1.JSON{Raw: []byte(`{"ingressUrl": "http://{{ targets.app.address }}/", "gatewayUrl": "http://{{ targets.app.address }}/", "paths": "/", "requests": "10"}`)}},
 		},
 	}
-	if err := s.Client.Create(ctx, exp); err != nil {
+	// The tutorial's load generator: a hub target running the catalog's
+	// k6 WorkflowTemplate against the app target's address.
+	if err := s.Node.PushK6(ctx, s.logf); err != nil {
 		t.Fatal(err)
+	}
+	exp.Spec.Targets = append(exp.Spec.Targets, scribev1.Target{
+		Name: "loadgen", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Depends: []string{"app"},
+		Components: []scribev1.Component{{Workflow: "k6-http-loadgen",
+			Params: &apiextensionsv1.JSON{Raw: []byte(`{"targetUrl": "http://{{ targets.app.address }}/", "users": "2", "duration": "15s"}`)}}},
+	})
+	// The variant whose app fails its validation: its own cluster (the
+	// same API server at another address, as a second provider's
+	// kubeconfig names it), its edge app, and a validation asking the
+	// app for a route its load balancer does not serve (port 8081).
+	broken := &scribev1.Experiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "across-broken", Namespace: ns},
+		Spec: scribev1.ExperimentSpec{
+			Description: "a validation the app on the second cluster fails",
+			Targets: []scribev1.Target{{
+				Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
+				Components: []scribev1.Component{{App: "demo-edge"}},
+			}},
+			Workflow: &scribev1.ExperimentWorkflow{Engine: scribev1.EngineArgo, Template: "gateway-validation",
+				Params: &apiextensionsv1.JSON{Raw: []byte(`{"ingressUrl": "http://{{ targets.app.address }}/", "gatewayUrl": "http://{{ targets.app.address }}:8081/", "paths": "/", "requests": "10"}`)}},
+		},
+	}
+	_, brokenKubeconfig := a.AnotherAddress(t)
+	for _, e := range []*scribev1.Experiment{exp, broken} {
+		if err := s.Client.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
 	}
 	created := time.Now()
 
@@ -189,6 +226,15 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	// answer (yet).
 	a.APIForward.Down()
 	playClusterAPI(t, s, a, cl)
+	// The broken variant's cluster is up and answers at its own address.
+	brokenCl := &unstructured.Unstructured{}
+	brokenCl.SetAPIVersion(cl.GetAPIVersion())
+	brokenCl.SetKind("Cluster")
+	poll(t, 3*time.Minute, "the broken variant's Cluster applied", func() (bool, string) {
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: broken.Name + "-app"}, brokenCl)
+		return err == nil, fmt.Sprint(err)
+	})
+	playClusterAPIWith(t, s, brokenKubeconfig, brokenCl)
 	e := waitExperimentFor(t, s, 4*time.Minute, ns, exp.Name, "TargetUnreachable", func(e *scribev1.Experiment) bool {
 		ready := apimeta.FindStatusCondition(e.Status.Conditions, scribev1.ReadyCondition)
 		return ready != nil && ready.Reason == controller.ReasonTargetUnreachable
@@ -213,7 +259,7 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 		return e.Status.Phase == scribev1.ExperimentComplete ||
 			e.Status.Phase == scribev1.ExperimentFailed && ready != nil && ready.Reason == controller.ReasonWorkflowFailed
 	})
-	run := workflowOf(t, s, e)
+	run := workflowNamed(t, s, ns, e.Status.Workflow)
 	if e.Status.Phase != scribev1.ExperimentComplete {
 		pod, log := workflowPod(t, s, run)
 		t.Fatalf("the Experiment ended %s; the validation pod %s's log:\n%s", describeExperiment(e), pod.Name, log)
@@ -240,6 +286,54 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: owned(ns, exp.Name, "depends-probe")}, &corev1.ConfigMap{}); err != nil {
 		t.Fatalf("the dependent hub target's component: %v", err)
 	}
+
+	// The load generator, a workflow component of a dependent hub target,
+	// ran the catalog's k6 script on the hub's node against the same
+	// address until its duration was up, every request answered.
+	if len(e.Status.Runs) != 1 || e.Status.Runs[0].Target != "loadgen" {
+		t.Fatalf("status.runs = %+v, want the loadgen target's Workflow", e.Status.Runs)
+	}
+	var load *unstructured.Unstructured
+	poll(t, 3*time.Minute, "the loadgen Workflow Succeeded", func() (bool, string) {
+		load = workflowNamed(t, s, ns, &e.Status.Runs[0])
+		phase, _, _ := unstructured.NestedString(load.Object, "status", "phase")
+		msg, _, _ := unstructured.NestedString(load.Object, "status", "message")
+		if phase == "Failed" || phase == "Error" {
+			pod, log := workflowPod(t, s, load)
+			t.Fatalf("the loadgen Workflow %s: %s; pod %s's log:\n%s", phase, msg, pod.Name, log)
+		}
+		return phase == "Succeeded", phase + " " + msg
+	})
+	args, _, _ = unstructured.NestedSlice(load.Object, "spec", "arguments", "parameters")
+	if !strings.Contains(fmt.Sprint(args), "http://"+addr+"/") {
+		t.Fatalf("the loadgen Workflow's parameters %v do not carry the address %s", args, addr)
+	}
+	loadPod, loadLog := workflowPod(t, s, load)
+	if loadPod.Spec.NodeName != nodeName || !strings.Contains(loadLog, "http_req_failed................: 0.00%") {
+		t.Fatalf("the loadgen ran on %q; its log:\n%s", loadPod.Spec.NodeName, loadLog)
+	}
+	t.Logf("%s: the loadgen on the hub loaded the app cluster at %s: %s", applier, addr, strings.TrimSpace(loadLog))
+	logWorkflowTimes(t, s, load)
+
+	// The broken variant ends Failed with its Workflow's reason: the
+	// engine ran the probe, whose requests to the unserved route failed.
+	b := waitExperimentFor(t, s, 4*time.Minute, ns, broken.Name, "the broken variant Failed", func(e *scribev1.Experiment) bool {
+		return e.Status.Phase == scribev1.ExperimentFailed || e.Status.Phase == scribev1.ExperimentComplete
+	})
+	brokenRun := workflowNamed(t, s, ns, b.Status.Workflow)
+	brokenPhase, _, _ := unstructured.NestedString(brokenRun.Object, "status", "phase")
+	brokenMsg, _, _ := unstructured.NestedString(brokenRun.Object, "status", "message")
+	brokenReady := apimeta.FindStatusCondition(b.Status.Conditions, scribev1.ReadyCondition)
+	brokenPod, brokenLog := workflowPod(t, s, brokenRun)
+	if b.Status.Phase != scribev1.ExperimentFailed || brokenPhase != "Failed" || brokenMsg == "" ||
+		brokenReady == nil || brokenReady.Reason != controller.ReasonWorkflowFailed || !strings.Contains(brokenReady.Message, brokenMsg) {
+		t.Fatalf("the broken variant ended %s, its Workflow %s (%q); the probe's log:\n%s", describeExperiment(b), brokenPhase, brokenMsg, brokenLog)
+	}
+	if brokenAddr := targetStatus(b, "app").Address; !strings.HasPrefix(brokenAddr, "10.213.10.") || brokenAddr == addr ||
+		!strings.Contains(brokenLog, "10 of 10 requests differ") || !strings.Contains(brokenLog, brokenAddr+":8081") {
+		t.Fatalf("the broken variant's probe (pod %s) asked %q; its log:\n%s", brokenPod.Name, brokenAddr, brokenLog)
+	}
+	t.Logf("%s: the broken variant Failed: %s", applier, brokenReady.Message)
 	var walk []string
 	for _, st := range e.Status.Stages {
 		walk = append(walk, fmt.Sprintf("stage %d committed +%s", st.Stage, st.CommittedAt.Sub(e.CreationTimestamp.Time)))
@@ -307,8 +401,10 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 
 	// Deleting it prunes the component from the second cluster, and the
 	// registration goes once the applier has pruned.
-	if err := s.Client.Delete(ctx, e); err != nil {
-		t.Fatal(err)
+	for _, del := range []*scribev1.Experiment{e, b} {
+		if err := s.Client.Delete(ctx, del); err != nil {
+			t.Fatal(err)
+		}
 	}
 	poll(t, 4*time.Minute, "the component pruned from the app cluster", func() (bool, string) {
 		gone := apierrors.IsNotFound(s.Client.Get(ctx, client.ObjectKeyFromObject(exp), &scribev1.Experiment{}))
@@ -321,6 +417,22 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 			t.Fatalf("the Argo CD cluster Secret %s outlived the Experiment: %v", registration.Name, err)
 		}
 	}
+}
+
+// workflowNamed returns the Workflow a status (status.workflow or one of
+// status.runs) names.
+func workflowNamed(t *testing.T, s *Stack, ns string, ws *scribev1.WorkflowStatus) *unstructured.Unstructured {
+	t.Helper()
+	if ws == nil || ws.Name == "" {
+		t.Fatal("the Experiment's status names no Workflow")
+	}
+	run := &unstructured.Unstructured{}
+	run.SetAPIVersion("argoproj.io/v1alpha1")
+	run.SetKind("Workflow")
+	if err := s.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: ws.Name}, run); err != nil {
+		t.Fatalf("the Workflow %q the Experiment names: %v", ws.Name, err)
+	}
+	return run
 }
 
 // targetStatus is the Experiment's status of target name.
