@@ -191,7 +191,7 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 
 // triggeredRun records the last run the TestTrigger of the last render
 // started (DecideTriggeredRun), whatever the phase, a Complete Experiment's
-// too, and emits its Event; it reports whether the render has a
+// too, and emits its Events; it reports whether the render has a
 // TestTrigger to follow.
 func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Experiment) (bool, error) {
 	id := triggeredWorkflow(e.Status.GeneratedResources)
@@ -202,9 +202,13 @@ func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Exp
 	if err != nil {
 		return true, fmt.Errorf("read the runs of the TestTrigger: %w", err)
 	}
-	run, ev := DecideTriggeredRun(e.Status.LastTriggeredRun, latestExecution(u))
+	var execs []TestkubeExecution
+	if x := latestExecution(u); x != nil {
+		execs = append(execs, *x)
+	}
+	run, evs := DecideTriggeredRun(e.Status.LastTriggeredRun, execs)
 	e.Status.LastTriggeredRun = run
-	if ev != nil {
+	for _, ev := range evs {
 		log.FromContext(ctx).Info("triggered run", "reason", ev.Reason, "message", ev.Message)
 		r.event(e, ev.Type, ev.Reason, "%s", ev.Message)
 	}

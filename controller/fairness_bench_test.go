@@ -322,7 +322,7 @@ func (f *fixture) waitStageLong(t testing.TB, name string, n int32) {
 // vcluster targets of Experiment name's committed first stage: each
 // HelmRelease the render generated is installed (Ready for its
 // generation) and has exported its kubeconfig Secret
-// (<release>-kubeconfig, as the render's values name it).
+// (<HelmRelease name>-kubeconfig, as the render's values name it).
 func (f *fixture) playVClusters(t testing.TB, name string) {
 	t.Helper()
 	ctx := f.ctx()

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,8 +13,14 @@ import (
 
 // A run of an agent evaluation's TestWorkflow that its TestTrigger
 // started (spec.workflow.testkube.trigger) is a later re-evaluation of
-// the agent: it is recorded in status.lastTriggeredRun, with an Event
-// when it ends, and never changes the Experiment's phase.
+// the agent: the newest one is recorded in status.lastTriggeredRun, each
+// one's end is an Event, and none changes the Experiment's phase.
+//
+// The runs are read from the TestWorkflow's status.latestExecution, the
+// summary of its latest execution only: several runs between two reads
+// show as one, and the record's run may be followed by another before its
+// end is seen. DecideTriggeredRun takes the executions read as a list, in
+// any order, so that a source listing every run serves as well.
 
 // Reasons of the Events of a triggered run.
 const (
@@ -22,7 +29,15 @@ const (
 	// ReasonTriggeredRunFailed: a run the TestTrigger started failed or
 	// was aborted.
 	ReasonTriggeredRunFailed = "TriggeredRunFailed"
+	// ReasonTriggeredRunUnobserved: the run recorded was followed by a
+	// later execution before its end was read back: its outcome is only
+	// in Testkube.
+	ReasonTriggeredRunUnobserved = "TriggeredRunUnobserved"
 )
+
+// TriggeredRunUnknown is the status recorded for a triggered run whose
+// end was not read back (ReasonTriggeredRunUnobserved).
+const TriggeredRunUnknown = "unknown"
 
 // ActorTestTrigger is the runningContext.actor.type Testkube gives an
 // execution a TestTrigger started.
@@ -45,46 +60,101 @@ type TestkubeExecution struct {
 	FinishedAt           *metav1.Time
 }
 
-// DecideTriggeredRun decides what to record of the TestWorkflow's latest
-// execution (nil: none, or the TestWorkflow is not there) given the run
-// recorded, and the Event to emit. Only an execution a TestTrigger
-// started counts; one the Experiment's own TestWorkflowExecution, a user
-// or a schedule started leaves the record as it is, as does an execution
-// older than the one recorded. The record changes when the execution or
-// its status does; the Event is emitted once, when it ends: Normal when it
-// passed, Warning when it failed or was aborted.
-func DecideTriggeredRun(recorded *scribev1.TriggeredRun, latest *TestkubeExecution) (*scribev1.TriggeredRun, *Event) {
-	if latest == nil || latest.ActorType != ActorTestTrigger || latest.Name == "" {
-		return recorded, nil
+// ended reports whether Testkube's result status is final.
+func ended(status string) bool {
+	return status == "passed" || status == "failed" || status == "aborted"
+}
+
+// DecideTriggeredRun decides what to record of the TestWorkflow's
+// executions read (any order; none when the TestWorkflow is not there or
+// never ran) given the run recorded, and the Events to emit. Only the
+// executions a TestTrigger started count, and only those newer than the
+// recorded run, or the recorded run itself while its end is not recorded:
+// one the Experiment's own TestWorkflowExecution, a user or a schedule
+// started, or an older triggered run, leaves the record as it is.
+//
+// The record is the newest triggered run, recorded again when its status
+// changes. Every triggered run read that ended is one Event, oldest
+// first: Normal when it passed, Warning when it failed or was aborted, so
+// a failed run followed by a passing one between two reads is not missed.
+// When the recorded run has not ended and a later execution (anyone's) is
+// read but not the run itself, its end can no longer be read back: a
+// Warning says so, and unless a newer triggered run replaces it, it is
+// recorded with the status "unknown" rather than left as if still running
+// (read later after all, its end is recorded and emitted as any).
+func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecution) (*scribev1.TriggeredRun, []Event) {
+	// after: the newest run number whose record is final.
+	var after int32
+	if recorded != nil {
+		after = recorded.Number
+		if !ended(recorded.Status) {
+			after--
+		}
 	}
-	if recorded != nil && latest.Number > 0 && latest.Number < recorded.Number {
-		return recorded, nil
+	var fresh []TestkubeExecution // triggered runs to record, by number
+	var newest int32              // the newest execution read, anyone's
+	var workflow string
+	sawRecorded := false
+	for _, x := range execs {
+		if x.Name == "" {
+			continue
+		}
+		newest, workflow = max(newest, x.Number), x.Workflow
+		if recorded != nil && x.Name == recorded.Name {
+			sawRecorded = true
+		}
+		if x.ActorType != ActorTestTrigger || x.Number <= after {
+			continue
+		}
+		if recorded != nil && x.Name == recorded.Name && x.Status == recorded.Status {
+			continue // read again, unchanged
+		}
+		fresh = append(fresh, x)
 	}
-	if recorded != nil && recorded.Name == latest.Name && recorded.Status == latest.Status {
-		return recorded, nil
+	slices.SortStableFunc(fresh, func(a, b TestkubeExecution) int { return int(a.Number) - int(b.Number) })
+
+	var events []Event
+	run := recorded
+	if recorded != nil && !ended(recorded.Status) && recorded.Status != TriggeredRunUnknown && !sawRecorded && newest > recorded.Number {
+		last := recorded.Status
+		if last == "" {
+			last = "not reported yet"
+		}
+		msg := fmt.Sprintf("run %d (%s) of TestWorkflow %s, last read %s: run %d followed before its end was read, which is only in Testkube",
+			recorded.Number, recorded.Name, workflow, last, newest)
+		events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", msg))
+		unknown := *recorded
+		unknown.Status, unknown.Message = TriggeredRunUnknown, msg
+		run = &unknown
 	}
-	run := &scribev1.TriggeredRun{
-		Name: latest.Name, Number: latest.Number, Status: latest.Status,
-		ScheduledAt: latest.ScheduledAt, FinishedAt: latest.FinishedAt,
+	for _, x := range fresh {
+		r := triggeredRun(x)
+		switch x.Status {
+		case "passed":
+			events = append(events, normalEvent(ReasonTriggeredRunPassed, "%s", r.Message))
+		case "failed", "aborted":
+			events = append(events, warningEvent(ReasonTriggeredRunFailed, "%s", r.Message))
+		}
+		run = r
 	}
+	return run, events
+}
+
+// triggeredRun is the record of a triggered execution.
+func triggeredRun(x TestkubeExecution) *scribev1.TriggeredRun {
 	by := "a TestTrigger"
-	if latest.ActorName != "" {
-		by = "TestTrigger " + latest.ActorName
+	if x.ActorName != "" {
+		by = "TestTrigger " + x.ActorName
 	}
-	status := latest.Status
+	status := x.Status
 	if status == "" {
 		status = "not reported yet"
 	}
-	run.Message = fmt.Sprintf("run %d (%s) of TestWorkflow %s, started by %s: %s", latest.Number, latest.Name, latest.Workflow, by, status)
-	switch latest.Status {
-	case "passed":
-		ev := normalEvent(ReasonTriggeredRunPassed, "%s", run.Message)
-		return run, &ev
-	case "failed", "aborted":
-		ev := warningEvent(ReasonTriggeredRunFailed, "%s", run.Message)
-		return run, &ev
+	return &scribev1.TriggeredRun{
+		Name: x.Name, Number: x.Number, Status: x.Status,
+		ScheduledAt: x.ScheduledAt, FinishedAt: x.FinishedAt,
+		Message: fmt.Sprintf("run %d (%s) of TestWorkflow %s, started by %s: %s", x.Number, x.Name, x.Workflow, by, status),
 	}
-	return run, nil
 }
 
 // triggeredWorkflow is the TestWorkflow the TestTrigger of the last render

@@ -116,7 +116,9 @@ func apiRules(apiVersion, kind string, obj map[string]any, size int) []apiViolat
 // (kustomize.toolkit.fluxcd.io/name, fluxcd/flux2#2004), helm-controller
 // every object of a HelmRelease's release (helm.toolkit.fluxcd.io/name),
 // Argo Workflows every pod of a Workflow (workflows.argoproj.io/workflow,
-// argoproj/argo-workflows#1324).
+// argoproj/argo-workflows#1324), Cluster API every object of a Cluster
+// (cluster.x-k8s.io/cluster-name, which its Machine and MachineSet
+// selectors match).
 func labelledBy(apiVersion, kind string) (l struct{ why, then string }) {
 	group, _, _ := strings.Cut(apiVersion, "/")
 	switch {
@@ -126,6 +128,8 @@ func labelledBy(apiVersion, kind string) (l struct{ why, then string }) {
 		l.why, l.then = "Flux labels every object a HelmRelease applies with its name", "helm-controller would apply nothing"
 	case group == "argoproj.io" && kind == "Workflow":
 		l.why, l.then = "Argo Workflows labels every pod of a Workflow with its name", "Argo Workflows would start no pod"
+	case group == "cluster.x-k8s.io" && kind == "Cluster":
+		l.why, l.then = "Cluster API labels every object of a Cluster with its name", "Cluster API would create no machine"
 	}
 	return l
 }

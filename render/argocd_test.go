@@ -442,7 +442,9 @@ func TestVClusterExportsAReachableKubeconfigUnderBothAppliers(t *testing.T) {
 			values[applier] = string(j)
 		}
 	}
-	want := `{"controlPlane":{"proxy":{"extraSANs":["tenancy-hub.tenancy-hub.svc.cluster.local"]}},"exportKubeConfig":{"secret":{"name":"tenancy-hub-kubeconfig","namespace":"lab"},"server":"https://tenancy-hub.tenancy-hub.svc.cluster.local"}}`
+	// The release and its hub namespace are tenancy-hub-lab-<hash>
+	// (#CloudName), the Service's DNS name.
+	want := `{"controlPlane":{"proxy":{"extraSANs":["tenancy-hub-lab-939d75e7.tenancy-hub-lab-939d75e7.svc.cluster.local"]}},"exportKubeConfig":{"secret":{"name":"tenancy-hub-kubeconfig","namespace":"lab"},"server":"https://tenancy-hub-lab-939d75e7.tenancy-hub-lab-939d75e7.svc.cluster.local"}}`
 	for _, applier := range []string{"Flux", "ArgoCD"} {
 		if values[applier] != want {
 			t.Errorf("%s: the vcluster chart's values %s, want %s", applier, values[applier], want)

@@ -231,9 +231,12 @@ func TestVClusterKubeconfigReachesTheVirtualCluster(t *testing.T) {
 	}
 	b := renderStage(t, e, filepath.Join(fixturesDir, "valid", "agent-eval-dataset.yaml"), 0)
 	const (
-		tname  = "support-agent-eval-sandbox"
-		host   = tname + "." + tname + ".svc.cluster.local"
-		secret = tname + "-kubeconfig"
+		tname = "support-agent-eval-sandbox"
+		// The release and its hub namespace (#CloudName: the namespace
+		// agents in it, cut to 31, and a hash).
+		release = "support-agent-eval-sandbox-agen-532de73c"
+		host    = release + "." + release + ".svc.cluster.local"
+		secret  = tname + "-kubeconfig"
 	)
 	hr := fileObject(t, b, "helmrelease-"+tname+".yaml")
 	if got := nested(hr, "spec", "values", "exportKubeConfig", "server"); got != "https://"+host {
@@ -248,10 +251,10 @@ func TestVClusterKubeconfigReachesTheVirtualCluster(t *testing.T) {
 	if got, ok := nested(hr, "spec", "values", "controlPlane", "proxy", "extraSANs").([]any); !ok || len(got) != 1 || got[0] != host {
 		t.Errorf("controlPlane.proxy.extraSANs = %v, want [%s]", got, host)
 	}
-	if got := nested(hr, "spec", "releaseName"); got != tname {
+	if got := nested(hr, "spec", "releaseName"); got != release {
 		t.Errorf("releaseName %v: the Service is named after the release", got)
 	}
-	if got := nested(hr, "spec", "targetNamespace"); got != tname {
+	if got := nested(hr, "spec", "targetNamespace"); got != release {
 		t.Errorf("targetNamespace %v: the Service lives there", got)
 	}
 	ks := fileObject(t, b, "kustomization-"+tname+"-demo-services.yaml")

@@ -529,10 +529,11 @@ type ExperimentStatus struct {
 	// +optional
 	Runs []WorkflowStatus `json:"runs,omitempty"`
 
-	// LastTriggeredRun is the last run of the evaluation's TestWorkflow
+	// LastTriggeredRun is the newest run of the evaluation's TestWorkflow
 	// that its TestTrigger (spec.workflow.testkube.trigger) started, as
-	// Testkube reports it in the TestWorkflow's status.latestExecution. It
-	// is a later re-evaluation: it never changes the phase.
+	// Testkube reports it in the TestWorkflow's status.latestExecution;
+	// each one's end is an Event. It is a later re-evaluation: it never
+	// changes the phase.
 	// +optional
 	LastTriggeredRun *TriggeredRun `json:"lastTriggeredRun,omitempty"`
 }
@@ -546,7 +547,8 @@ type TriggeredRun struct {
 	// +optional
 	Number int32 `json:"number,omitempty"`
 	// Status is Testkube's result status: queued, running, paused,
-	// passed, failed or aborted.
+	// passed, failed or aborted; or unknown when a later execution was
+	// read before its end (Event TriggeredRunUnobserved).
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Status string `json:"status,omitempty"`
