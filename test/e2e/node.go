@@ -90,6 +90,11 @@ var nodeHolder struct {
 	// before is the host as TestMain read it before any test, for the
 	// sysctls to restore.
 	before *hostState
+	// lock is the machine's node lock of a closed node, held until
+	// TestMain has compared the host with before: released earlier,
+	// another process waiting for it starts its node while the check
+	// reads the host, and the check reports that node's processes.
+	lock *os.File
 }
 
 // NodeRequired reports whether the real node must run (CI sets
@@ -149,9 +154,22 @@ func closeNode() error {
 	if nodeHolder.node == nil {
 		return nil
 	}
+	// The lock stays held after the node closes (releaseNodeLock).
+	nodeHolder.lock, nodeHolder.node.lock = nodeHolder.node.lock, nil
 	err := nodeHolder.node.Close()
 	nodeHolder.node = nil
 	return err
+}
+
+// releaseNodeLock releases the node lock of the node closeNode closed
+// (the process's exit releases it too).
+func releaseNodeLock() {
+	nodeHolder.mu.Lock()
+	defer nodeHolder.mu.Unlock()
+	if nodeHolder.lock != nil {
+		_ = nodeHolder.lock.Close() // releases the flock
+		nodeHolder.lock = nil
+	}
 }
 
 // closeNodeAndRestore closes the node and restores the sysctls TestMain
