@@ -170,8 +170,8 @@ func TestDemo(t *testing.T) {
 	fmt.Printf("\nThe Experiment's walk, from its creation (the loop's clock; stage commits 1 s resolution):\n%s", indent(clock.walk(e, run)+"\n"))
 	fmt.Printf("\nOn the second cluster (node %s), delivered by %s through the kubeconfig Secret:\n%s", appNodeName, applier, indent(strings.Join(appPods, "\n")+"\n"))
 	fmt.Printf("\nThe app target's address, read back from its LoadBalancer Service: %s. The validation workflow %s ran on the hub's node %s and probed http://%s/:\n%s",
-		addr, run.GetName(), probe.Spec.NodeName, addr, indent(strings.TrimSpace(probeLog)+"\n"))
-	fmt.Printf("\nSUMMARY (%s): the loop with two clusters came up in %s; Scribe was installed by its chart; "+
+		addr, run.GetName(), probe.Spec.NodeName, addr, indent(probeOutput(probeLog)+"\n"))
+	fmt.Printf("\nSUMMARY (%s): the loop with two clusters came up and Scribe was installed by its chart in %s; "+
 		"the Workload's canary 10/50/100 was applied by %s and promoted with real pods Ready at each step in %s; "+
 		"the Experiment provisioned target %s as a gke cluster (the loop played Cluster API's status and kubeconfig Secret, and the cloud's load-balancer controller), "+
 		"its components' %d pods run on the second cluster's node, its hub target followed, and the validation on the hub probed %s and passed: Complete %s after its creation. Total %s.\nScribe's commits on %s:\n%s\n",
@@ -276,6 +276,22 @@ func demoAppPods(ctx context.Context, a *AppCluster) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// probeOutput is what the probe itself printed: the stdout lines of its
+// container's log as the kubelet stores it (the executor's own lines go to
+// stderr), or the whole log when it printed none.
+func probeOutput(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if _, msg, ok := strings.Cut(l, " stdout F "); ok {
+			out = append(out, msg)
+		}
+	}
+	if len(out) == 0 {
+		return strings.TrimSpace(log)
+	}
+	return strings.Join(out, "\n")
 }
 
 // demoClock records when the demo first saw each moment of the
@@ -476,4 +492,22 @@ func short(sha string) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+func TestProbeOutputKeepsOnlyWhatTheProbePrinted(t *testing.T) {
+	tests := []struct{ name, log, want string }{
+		{"the executor's stderr lines dropped",
+			"2026-11-28T03:10:13.04Z stderr F msg=\"waiting for signals\"\n2026-11-28T03:10:13.06Z stdout F 0 of 10 requests differ: passed\n2026-11-28T03:10:14.05Z stderr F msg=\"sub-process exited\"\n",
+			"0 of 10 requests differ: passed"},
+		{"several stdout lines kept in order",
+			"t stdout F one\nt stderr F x\nt stdout F two", "one\ntwo"},
+		{"no stdout line: the whole log", "  not a CRI log line\n", "not a CRI log line"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := probeOutput(tc.log); got != tc.want {
+				t.Errorf("probeOutput = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
