@@ -68,6 +68,9 @@ type Node struct {
 	// Gateway is the bridge's address on the host: what pods reach the
 	// host's servers (git, the API server's forwarder) at.
 	Gateway string
+	// Locked is when this process got the machine's node lock (another
+	// process's tests may hold it first).
+	Locked time.Time
 
 	dir        string
 	bins       string // kubelet, kube-proxy
@@ -205,6 +208,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
+	locked := time.Now()
 	bins, err := buildDir(logf, "build-control-plane.sh", "kubelet", "kube-proxy")
 	if err != nil {
 		_ = lock.Close()
@@ -216,7 +220,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 		return nil, err
 	}
 	sysctlFile := filepath.Join(cache, "node-sysctls.json")
-	n := &Node{dir: dir, bins: bins, logf: logf, lock: lock, Gateway: nodeGateway}
+	n := &Node{dir: dir, bins: bins, logf: logf, lock: lock, Gateway: nodeGateway, Locked: locked}
 	defer func() {
 		if err != nil {
 			_ = n.Close()
