@@ -195,10 +195,16 @@ func TestDemo(t *testing.T) {
 		if err := os.WriteFile(appKubeconfig, a.Kubeconfig, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("\nThe loop stays up. Try:\n  export KUBECONFIG=%s\n  kubectl get workloads,experiments,kustomizations,applications,clusters -A\n"+
+		// The applier's own objects: kubectl refuses a list naming a
+		// kind the cluster does not serve.
+		applied := "kustomizations"
+		if applier == scribev1.ApplierArgoCD {
+			applied = "applications"
+		}
+		fmt.Printf("\nThe loop stays up. Try:\n  export KUBECONFIG=%s\n  kubectl get workloads,experiments,%s,clusters -A\n"+
 			"  kubectl --kubeconfig %s get pods,services -A   # the second cluster\n"+
 			"  kubectl apply -f fixtures/demo/workload-v2.yaml   # after adding a v3 to it: another canary\n  git clone %s\n"+
-			"Ctrl-C here, or `make demo-down` elsewhere, stops everything.\n", s.Kubeconfig, appKubeconfig, s.RepoURL)
+			"Ctrl-C here, or `make demo-down` elsewhere, stops everything.\n", s.Kubeconfig, applied, appKubeconfig, s.RepoURL)
 		select {}
 	}
 }
