@@ -44,12 +44,12 @@ all: build
 ##@ Main commands
 
 .PHONY: demo
-demo: node-packages ## Boot the local loop (control plane, a real node, kwok, Flux, git server), install Scribe from its image by its chart, walk a canary of the demo app and an Experiment, print a summary, stop. APPLIER=argocd walks them through Argo CD.
-	@echo "make demo: the first run builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers and helm, and with APPLIER=argocd Argo CD, kustomize and a Redis server (cached afterwards); it needs root for the real node"
+demo: node-packages ## Boot the local loop (control plane, a real node, kwok, Flux, git server, Argo Workflows) and a second cluster with its own real node, install Scribe from its image by its chart, walk a canary of the demo app and the Experiment of fixtures/demo across the two clusters (app target a gke cluster on the second cluster, a hub target depending on it, the validation workflow on the hub probing the app's address; the loop plays only Cluster API's status and kubeconfig Secret and the cloud's load-balancer controller), print a summary with the stage timings, stop. APPLIER=argocd walks them through Argo CD.
+	@echo "make demo: the first run builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers, the Argo Workflows workflow-controller and helm, and with APPLIER=argocd Argo CD, kustomize and a Redis server (cached afterwards); it needs root for the real nodes"
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_APPLIER=$(APPLIER) go test -count=1 -v -timeout 90m -run '^TestDemo$$' ./test/e2e/
 
 .PHONY: demo-up
-demo-up: node-packages ## Like demo, then leave the loop running (prints a kubeconfig); Ctrl-C or `make demo-down` stops everything.
+demo-up: node-packages ## Like demo, then leave the loop running (prints a kubeconfig for each cluster); Ctrl-C or `make demo-down` stops everything.
 	SCRIBE_E2E=1 SCRIBE_DEMO=1 SCRIBE_DEMO_UP=1 SCRIBE_DEMO_APPLIER=$(APPLIER) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./test/e2e/
 
 DEMO_PID_FILE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/scribe/demo-up.pid

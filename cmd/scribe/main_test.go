@@ -117,8 +117,15 @@ func TestValidateReportsEveryFileAndArgoCDNeedsARepoURL(t *testing.T) {
 	}
 	// The demo's CRs (make demo applies them) are valid offline too.
 	// (Each on its own: workload-v2.yaml is the next version of workload.yaml.)
-	for _, f := range []string{"workload.yaml", "workload-v2.yaml", "experiment.yaml"} {
-		code, stdout, stderr = scribe(t, "validate", "-f", filepath.Join(fixtures, "demo", f))
+	// The Experiment is checked against the loop's catalog, as make demo
+	// publishes it (Scribe's catalog/ with the team's entries and apps of
+	// test/e2e/testdata/catalog), its app target's address given.
+	loop := loopCatalog(t)
+	for f, flags := range map[string][]string{
+		"workload.yaml": nil, "workload-v2.yaml": nil,
+		"experiment.yaml": {"--catalog", loop, "--catalog-source-dir", loop, "--allowed-namespace", "edge", "--target-address", "app=10.213.10.1"},
+	} {
+		code, stdout, stderr = scribe(t, append([]string{"validate", "-f", filepath.Join(fixtures, "demo", f)}, flags...)...)
 		if code != exitOK || strings.Count(stdout, ": valid (") != 1 {
 			t.Fatalf("validate fixtures/demo/%s: exit %d\n%s%s", f, code, stdout, stderr)
 		}
@@ -229,4 +236,23 @@ entries: "team-cache": {kind: "app", source: {type: "ftp", url: "ftp://x"}, #Par
 			}
 		})
 	}
+}
+
+// loopCatalog is the end-to-end loop's catalog repository as a folder:
+// Scribe's catalog/ with test/e2e/testdata/catalog over it (its entries.cue
+// in place of the shipped one, its apps beside the built-in ones).
+func loopCatalog(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../catalog")); err != nil {
+		t.Fatal(err)
+	}
+	team := "../../test/e2e/testdata/catalog"
+	if err := os.Remove(filepath.Join(dir, "entries.cue")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(dir, os.DirFS(team)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

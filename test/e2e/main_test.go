@@ -41,6 +41,8 @@ func checkHostAfterNode(before hostState, code int) int {
 	if !started {
 		return code
 	}
+	// The node lock is held until the host is checked.
+	defer releaseNodeLock()
 	if err := closeNodeAndRestore(); err != nil {
 		fmt.Fprintf(os.Stderr, "real node: close: %v\n", err)
 		code = 1

@@ -68,6 +68,9 @@ type Node struct {
 	// Gateway is the bridge's address on the host: what pods reach the
 	// host's servers (git, the API server's forwarder) at.
 	Gateway string
+	// Locked is when this process got the machine's node lock (another
+	// process's tests may hold it first).
+	Locked time.Time
 
 	dir        string
 	bins       string // kubelet, kube-proxy
@@ -90,6 +93,11 @@ var nodeHolder struct {
 	// before is the host as TestMain read it before any test, for the
 	// sysctls to restore.
 	before *hostState
+	// lock is the machine's node lock of a closed node, held until
+	// TestMain has compared the host with before: released earlier,
+	// another process waiting for it starts its node while the check
+	// reads the host, and the check reports that node's processes.
+	lock *os.File
 }
 
 // NodeRequired reports whether the real node must run (CI sets
@@ -149,9 +157,22 @@ func closeNode() error {
 	if nodeHolder.node == nil {
 		return nil
 	}
+	// The lock stays held after the node closes (releaseNodeLock).
+	nodeHolder.lock, nodeHolder.node.lock = nodeHolder.node.lock, nil
 	err := nodeHolder.node.Close()
 	nodeHolder.node = nil
 	return err
+}
+
+// releaseNodeLock releases the node lock of the node closeNode closed
+// (the process's exit releases it too).
+func releaseNodeLock() {
+	nodeHolder.mu.Lock()
+	defer nodeHolder.mu.Unlock()
+	if nodeHolder.lock != nil {
+		_ = nodeHolder.lock.Close() // releases the flock
+		nodeHolder.lock = nil
+	}
 }
 
 // closeNodeAndRestore closes the node and restores the sysctls TestMain
@@ -187,6 +208,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
+	locked := time.Now()
 	bins, err := buildDir(logf, "build-control-plane.sh", "kubelet", "kube-proxy")
 	if err != nil {
 		_ = lock.Close()
@@ -198,7 +220,7 @@ func startNode(logf func(string, ...any)) (_ *Node, err error) {
 		return nil, err
 	}
 	sysctlFile := filepath.Join(cache, "node-sysctls.json")
-	n := &Node{dir: dir, bins: bins, logf: logf, lock: lock, Gateway: nodeGateway}
+	n := &Node{dir: dir, bins: bins, logf: logf, lock: lock, Gateway: nodeGateway, Locked: locked}
 	defer func() {
 		if err != nil {
 			_ = n.Close()
