@@ -178,7 +178,7 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	exp.Spec.Targets = append(exp.Spec.Targets, scribev1.Target{
 		Name: "loadgen", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterHub}, Depends: []string{"app"},
 		Components: []scribev1.Component{{Workflow: "k6-http-loadgen",
-			Params: &apiextensionsv1.JSON{Raw: []byte(`{"targetUrl": "http://{{ targets.app.address }}/", "users": "2", "duration": "15s"}`)}}},
+			Params: &apiextensionsv1.JSON{Raw: []byte(`{"targetUrl": "http://{{ targets.app.address }}/", "users": "1", "duration": "5s"}`)}}},
 	})
 	// The variant whose app fails its validation: its own cluster (the
 	// same API server at another address, as a second provider's
@@ -307,6 +307,20 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	args, _, _ = unstructured.NestedSlice(load.Object, "spec", "arguments", "parameters")
 	if !strings.Contains(fmt.Sprint(args), "http://"+addr+"/") {
 		t.Fatalf("the loadgen Workflow's parameters %v do not carry the address %s", args, addr)
+	}
+	// k6's summary is the step's output parameter, as the engine keeps it.
+	var summary string
+	nodes, _, _ := unstructured.NestedMap(load.Object, "status", "nodes")
+	for _, n := range nodes {
+		params, _, _ := unstructured.NestedSlice(n.(map[string]any), "outputs", "parameters")
+		for _, p := range params {
+			if p := p.(map[string]any); p["name"] == "summary" {
+				summary, _ = p["value"].(string)
+			}
+		}
+	}
+	if !strings.Contains(summary, `"http_req_failed"`) || !strings.Contains(summary, `"rate<0.05": false`) {
+		t.Fatalf("the loadgen Workflow's output parameter summary is not k6's summary with its threshold passed: %.500s", summary)
 	}
 	loadPod, loadLog := workflowPod(t, s, load)
 	if loadPod.Spec.NodeName != nodeName || !strings.Contains(loadLog, "http_req_failed................: 0.00%") {
