@@ -76,10 +76,12 @@ func ended(status string) bool {
 // first: Normal when it passed, Warning when it failed or was aborted or canceled, so
 // a failed run followed by a passing one between two reads is not missed.
 // When the recorded run has not ended and a later execution (anyone's) is
-// read but not the run itself, its end can no longer be read back: a
-// Warning says so, and unless a newer triggered run replaces it, it is
-// recorded with the status "unknown" rather than left as if still running
-// (read later after all, its end is recorded and emitted as any).
+// read but not the run itself (it left the page read), its end can no
+// longer be read back: a Warning says so, and unless a newer triggered run
+// replaces it, it is recorded with the status "unknown" rather than left
+// as if still running (read later after all, its end is recorded and
+// emitted as any). Only the newest triggered run is followed: one that
+// has not ended when a newer one is recorded is a Warning too.
 func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecution) (*scribev1.TriggeredRun, []Event) {
 	// after: the newest run number whose record is final.
 	var after int32
@@ -93,13 +95,14 @@ func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecuti
 	var newest int32              // the newest execution read, anyone's
 	var workflow string
 	sawRecorded := false
+	var recordedRead string // the recorded run's status as read
 	for _, x := range execs {
 		if x.Name == "" {
 			continue
 		}
 		newest, workflow = max(newest, x.Number), x.Workflow
 		if recorded != nil && x.Name == recorded.Name {
-			sawRecorded = true
+			sawRecorded, recordedRead = true, x.Status
 		}
 		if x.ActorType != ActorTestTrigger || x.Number <= after {
 			continue
@@ -111,22 +114,39 @@ func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecuti
 	}
 	slices.SortStableFunc(fresh, func(a, b TestkubeExecution) int { return int(a.Number) - int(b.Number) })
 
-	var events []Event
-	run := recorded
-	if recorded != nil && !ended(recorded.Status) && recorded.Status != TriggeredRunUnknown && !sawRecorded && newest > recorded.Number {
-		last := recorded.Status
+	unobserved := func(number int32, name, last string, next int32) string {
 		if last == "" {
 			last = "not reported yet"
 		}
-		msg := fmt.Sprintf("run %d (%s) of TestWorkflow %s, last read %s: run %d followed before its end was read, which is only in Testkube",
-			recorded.Number, recorded.Name, workflow, last, newest)
-		events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", msg))
-		unknown := *recorded
-		unknown.Status, unknown.Message = TriggeredRunUnknown, msg
-		run = &unknown
+		return fmt.Sprintf("run %d (%s) of TestWorkflow %s, last read %s: run %d followed before its end was read, which is only in Testkube",
+			number, name, workflow, last, next)
 	}
-	for _, x := range fresh {
+	var next int32 // the triggered run that replaces the record, if any
+	if len(fresh) > 0 {
+		next = fresh[len(fresh)-1].Number
+	}
+	var events []Event
+	run := recorded
+	if recorded != nil && !ended(recorded.Status) && recorded.Status != TriggeredRunUnknown {
+		switch {
+		case !sawRecorded && newest > recorded.Number:
+			// No longer listed, or never listed again: the record says so.
+			msg := unobserved(recorded.Number, recorded.Name, recorded.Status, newest)
+			events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", msg))
+			unknown := *recorded
+			unknown.Status, unknown.Message = TriggeredRunUnknown, msg
+			run = &unknown
+		case sawRecorded && recordedRead == recorded.Status && next > recorded.Number:
+			// Replaced by a newer triggered run before it ended: only
+			// the newest run is followed.
+			events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", unobserved(recorded.Number, recorded.Name, recorded.Status, next)))
+		}
+	}
+	for i, x := range fresh {
 		r := triggeredRun(x)
+		if !ended(x.Status) && i < len(fresh)-1 {
+			events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", unobserved(x.Number, x.Name, x.Status, next)))
+		}
 		switch x.Status {
 		case "passed":
 			events = append(events, normalEvent(ReasonTriggeredRunPassed, "%s", r.Message))
