@@ -185,10 +185,7 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 	st := &e.Status
 	observed := st.ObservedGeneration
 	st.ObservedGeneration = e.Generation
-	triggered, err := r.triggeredRun(ctx, e)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	triggered := r.triggeredRun(ctx, e)
 	res, err := r.progress(ctx, e, patcher, observed != e.Generation)
 	if triggered && err == nil && r.WatchedPoll > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > r.WatchedPoll) {
 		res.RequeueAfter = r.WatchedPoll
@@ -202,10 +199,10 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 // TestTrigger to follow. The runs are read from Testkube's API: when it
 // cannot be read, a Warning names its address and the record stays as it
 // is; the Experiment's own phase goes on.
-func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Experiment) (bool, error) {
+func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Experiment) bool {
 	workflow, trigger := triggeredWorkflow(e.Status.GeneratedResources)
 	if workflow == nil {
-		return false, nil
+		return false
 	}
 	api, c := r.TestkubeAPI, r.TestkubeClient
 	if api == "" {
@@ -219,7 +216,7 @@ func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Exp
 		msg := fmt.Sprintf("runs of TestWorkflow %s/%s not read from Testkube's API (--testkube-api-url): %v", workflow.Namespace, workflow.Name, err)
 		log.FromContext(ctx).Info("triggered run", "reason", ReasonTriggeredRunsUnread, "message", msg)
 		r.event(e, corev1.EventTypeWarning, ReasonTriggeredRunsUnread, "%s", msg)
-		return true, nil
+		return true
 	}
 	execs := triggeredExecutions(res, *workflow, trigger.Name, r.ownExecutionNumber(ctx, e))
 	run, evs := DecideTriggeredRun(e.Status.LastTriggeredRun, execs)
@@ -228,7 +225,7 @@ func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Exp
 		log.FromContext(ctx).Info("triggered run", "reason", ev.Reason, "message", ev.Message)
 		r.event(e, ev.Type, ev.Reason, "%s", ev.Message)
 	}
-	return true, nil
+	return true
 }
 
 // ownExecutionNumber is the number of the Experiment's own execution, as

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -80,8 +81,8 @@ func TestTriggeredExecutionsReadTestkubesListAsItsAPIWritesIt(t *testing.T) {
 	}
 	wf := scribev1.ObjectIdentity{APIVersion: "testworkflows.testkube.io/v1", Kind: "TestWorkflow", Namespace: "testkube", Name: "team-eval-evaluation"}
 	x := func(n int32, status, actorType, actorName, scheduled, finished string) TestkubeExecution {
-		e := TestkubeExecution{Workflow: "testkube/team-eval-evaluation", ID: "6650a1b2c3d4e5f6a7b8c90" + string(rune('0'+n)),
-			Name: "team-eval-evaluation-" + string(rune('0'+n)), Number: n, Status: status, ActorType: actorType, ActorName: actorName, ScheduledAt: at(scheduled)}
+		e := TestkubeExecution{Workflow: "testkube/team-eval-evaluation", ID: fmt.Sprintf("6650a1b2c3d4e5f6a7b8c90%d", n),
+			Name: fmt.Sprintf("team-eval-evaluation-%d", n), Number: n, Status: status, ActorType: actorType, ActorName: actorName, ScheduledAt: at(scheduled)}
 		if finished != "" {
 			e.FinishedAt = at(finished)
 		}
