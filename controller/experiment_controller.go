@@ -84,10 +84,10 @@ type ExperimentReconciler struct {
 	Events    events.EventRecorder
 	// Poll is how often the read-back objects are re-read while waiting.
 	Poll time.Duration
-	// WatchedPoll is how often the TestWorkflow a rendered TestTrigger
-	// re-runs is re-read when nothing else brings the Experiment back: a
-	// safety net for a missed watch event, or for Testkube's namespace
-	// left out of --watch-namespaces. 0: only on watch events.
+	// WatchedPoll is how often the runs a rendered TestTrigger starts are
+	// read from Testkube's API when nothing else brings the Experiment
+	// back (no object in the cluster changes when the trigger starts a
+	// run). 0: only on watch events.
 	WatchedPoll time.Duration
 	// TestkubeAPI is the address of Testkube's agent API, where the runs
 	// a TestTrigger starts are read (DefaultTestkubeAPIURL when empty);
