@@ -282,6 +282,7 @@ func TestChartRenders(t *testing.T) {
 			"applierNamespaces": []any{"flux-system", "tenants-flux"},
 			"labelSelector":     "sharding.scribe.dev/key=shard1",
 			"eventsAddr":        "http://notification-controller.flux-system.svc.cluster.local./",
+			"testkubeAPIURL":    "http://testkube-api-server.tk.svc:8088",
 			"metrics":           map[string]any{"secure": false},
 			"serviceAccount":    map[string]any{"create": false, "name": "existing"},
 			"resources":         nil,
@@ -291,7 +292,7 @@ func TestChartRenders(t *testing.T) {
 			if c.Image != "registry.example/scribe@sha256:"+strings.Repeat("0123456789abcdef", 4) {
 				t.Errorf("image %q", c.Image)
 			}
-			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--applier-namespaces=flux-system,tenants-flux", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50", "--events-addr=http://notification-controller.flux-system.svc.cluster.local./"} {
+			for _, want := range []string{"--watch-namespaces=flux-system,apps", "--applier-namespaces=flux-system,tenants-flux", "--watch-label-selector=sharding.scribe.dev/key=shard1", "--metrics-secure=false", "--concurrent=50", "--events-addr=http://notification-controller.flux-system.svc.cluster.local./", "--testkube-api-url=http://testkube-api-server.tk.svc:8088"} {
 				if !slices.Contains(c.Args, want) {
 					t.Errorf("args %q lack %s", c.Args, want)
 				}
@@ -341,6 +342,7 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"a string for a boolean", "crds.keep=maybe", []string{"keep"}},
 		{"concurrent of 0", "concurrent=0", []string{"concurrent"}},
 		{"an events address that is not an HTTP URL", "eventsAddr=notification-controller:80", []string{"eventsAddr"}},
+		{"a Testkube API address that is not an HTTP URL", "testkubeAPIURL=testkube-api-server:8088", []string{"testkubeAPIURL"}},
 		{"a PDB percentage without %", "podDisruptionBudget.minAvailable=half", []string{"minAvailable"}},
 		{"a Service type Kubernetes does not know", "metrics.service.type=Ingress", []string{"type"}},
 		{"an invalid scrape interval", "metrics.serviceMonitor.interval=often", []string{"interval"}},

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,11 +84,16 @@ type ExperimentReconciler struct {
 	Events    events.EventRecorder
 	// Poll is how often the read-back objects are re-read while waiting.
 	Poll time.Duration
-	// WatchedPoll is how often the TestWorkflow a rendered TestTrigger
-	// re-runs is re-read when nothing else brings the Experiment back: a
-	// safety net for a missed watch event, or for Testkube's namespace
-	// left out of --watch-namespaces. 0: only on watch events.
+	// WatchedPoll is how often the runs a rendered TestTrigger starts are
+	// read from Testkube's API when nothing else brings the Experiment
+	// back (no object in the cluster changes when the trigger starts a
+	// run). 0: only on watch events.
 	WatchedPoll time.Duration
+	// TestkubeAPI is the address of Testkube's agent API, where the runs
+	// a TestTrigger starts are read (DefaultTestkubeAPIURL when empty);
+	// TestkubeClient reads it (NewTestkubeHTTPClient when nil).
+	TestkubeAPI    string
+	TestkubeClient *http.Client
 }
 
 // +kubebuilder:rbac:groups=scribe.dev,resources=experiments,verbs=get;list;watch;update;patch
@@ -178,10 +185,7 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 	st := &e.Status
 	observed := st.ObservedGeneration
 	st.ObservedGeneration = e.Generation
-	triggered, err := r.triggeredRun(ctx, e)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	triggered := r.triggeredRun(ctx, e)
 	res, err := r.progress(ctx, e, patcher, observed != e.Generation)
 	if triggered && err == nil && r.WatchedPoll > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > r.WatchedPoll) {
 		res.RequeueAfter = r.WatchedPoll
@@ -192,27 +196,54 @@ func (r *ExperimentReconciler) reconcile(ctx context.Context, e *scribev1.Experi
 // triggeredRun records the last run the TestTrigger of the last render
 // started (DecideTriggeredRun), whatever the phase, a Complete Experiment's
 // too, and emits its Events; it reports whether the render has a
-// TestTrigger to follow.
-func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Experiment) (bool, error) {
-	id := triggeredWorkflow(e.Status.GeneratedResources)
-	if id == nil {
-		return false, nil
+// TestTrigger to follow. The runs are read from Testkube's API: when it
+// cannot be read, a Warning names its address and the record stays as it
+// is; the Experiment's own phase goes on.
+func (r *ExperimentReconciler) triggeredRun(ctx context.Context, e *scribev1.Experiment) bool {
+	workflow, trigger := triggeredWorkflow(e.Status.GeneratedResources)
+	if workflow == nil {
+		return false
 	}
-	u, err := r.get(ctx, *id)
+	api, c := r.TestkubeAPI, r.TestkubeClient
+	if api == "" {
+		api = DefaultTestkubeAPIURL
+	}
+	if c == nil {
+		c = NewTestkubeHTTPClient()
+	}
+	res, err := fetchTestkubeExecutions(ctx, c, api, workflow.Name)
 	if err != nil {
-		return true, fmt.Errorf("read the runs of the TestTrigger: %w", err)
+		msg := fmt.Sprintf("runs of TestWorkflow %s/%s not read from Testkube's API (--testkube-api-url): %v", workflow.Namespace, workflow.Name, err)
+		log.FromContext(ctx).Info("triggered run", "reason", ReasonTriggeredRunsUnread, "message", msg)
+		r.event(e, corev1.EventTypeWarning, ReasonTriggeredRunsUnread, "%s", msg)
+		return true
 	}
-	var execs []TestkubeExecution
-	if x := latestExecution(u); x != nil {
-		execs = append(execs, *x)
-	}
+	execs := triggeredExecutions(res, *workflow, trigger.Name, r.ownExecutionNumber(ctx, e))
 	run, evs := DecideTriggeredRun(e.Status.LastTriggeredRun, execs)
 	e.Status.LastTriggeredRun = run
 	for _, ev := range evs {
 		log.FromContext(ctx).Info("triggered run", "reason", ev.Reason, "message", ev.Message)
 		r.event(e, ev.Type, ev.Reason, "%s", ev.Message)
 	}
-	return true, nil
+	return true
+}
+
+// ownExecutionNumber is the number of the Experiment's own execution, as
+// its TestWorkflowExecution's status.latestExecution.number records it;
+// 0 when not known.
+func (r *ExperimentReconciler) ownExecutionNumber(ctx context.Context, e *scribev1.Experiment) int32 {
+	for _, o := range e.Status.GeneratedResources.Objects {
+		if o.Kind != "TestWorkflowExecution" {
+			continue
+		}
+		u, err := r.get(ctx, o)
+		if err != nil || u == nil {
+			return 0
+		}
+		n, _, _ := unstructured.NestedInt64(u.Object, "status", "latestExecution", "number")
+		return int32(n)
+	}
+	return 0
 }
 
 // progress walks the Experiment's stages: DecideExperiment (stages.go)

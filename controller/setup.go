@@ -84,6 +84,12 @@ type Options struct {
 	GCPProject string
 	// HTTPClient for analysis queries.
 	HTTPClient *http.Client
+	// TestkubeAPI is the address of Testkube's agent API, where the runs
+	// an agent evaluation's TestTrigger starts are read (default
+	// DefaultTestkubeAPIURL); TestkubeClient reads it (default
+	// NewTestkubeHTTPClient).
+	TestkubeAPI    string
+	TestkubeClient *http.Client
 	// Metrics receives render, publish and read-back measurements; nil
 	// records nothing.
 	Metrics *Metrics
@@ -240,7 +246,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 		return nil, err
 	}
 	// Experiments.
-	er := &ExperimentReconciler{Publisher: p, Events: events, Poll: opts.Poll, WatchedPoll: opts.WatchedPoll}
+	er := &ExperimentReconciler{Publisher: p, Events: events, Poll: opts.Poll, WatchedPoll: opts.WatchedPoll,
+		TestkubeAPI: opts.TestkubeAPI, TestkubeClient: opts.TestkubeClient}
 	if err := er.SetupWithManager(mgr, opts.Concurrency, shard); err != nil {
 		return nil, fmt.Errorf("experiment controller: %w", err)
 	}

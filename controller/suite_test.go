@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
@@ -164,6 +166,16 @@ func startControllerCfg(t testing.TB, cfg *rest.Config, namespace string, opts c
 // the manager's stop and its Publisher.
 func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newClient client.NewClientFunc, opts controller.Options) (stop func(), p *controller.Publisher) {
 	t.Helper()
+	if opts.TestkubeAPI == "" {
+		// Testkube's API, which no test reaches by its in-cluster name:
+		// installed, it lists no executions.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"totals":{"results":0,"passed":0,"failed":0,"queued":0,"running":0},"filtered":{"results":0,"passed":0,"failed":0,"queued":0,"running":0},"results":[]}`))
+		}))
+		t.Cleanup(srv.Close)
+		opts.TestkubeAPI = srv.URL
+	}
 	scheme, err := controller.NewScheme()
 	if err != nil {
 		t.Fatal(err)

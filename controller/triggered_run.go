@@ -3,10 +3,8 @@ package controller
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
@@ -16,18 +14,18 @@ import (
 // the agent: the newest one is recorded in status.lastTriggeredRun, each
 // one's end is an Event, and none changes the Experiment's phase.
 //
-// The runs are read from the TestWorkflow's status.latestExecution, the
-// summary of its latest execution only: several runs between two reads
-// show as one, and the record's run may be followed by another before its
-// end is seen. DecideTriggeredRun takes the executions read as a list, in
-// any order, so that a source listing every run serves as well.
+// The runs are read from Testkube's API (testkube_api.go), which lists
+// the TestWorkflow's executions newest first, a page at a time: a run
+// that leaves the page before its end is read is reported, not lost
+// silently. DecideTriggeredRun takes the executions read as a list, in
+// any order.
 
 // Reasons of the Events of a triggered run.
 const (
 	// ReasonTriggeredRunPassed: a run the TestTrigger started passed.
 	ReasonTriggeredRunPassed = "TriggeredRunPassed"
 	// ReasonTriggeredRunFailed: a run the TestTrigger started failed or
-	// was aborted.
+	// was aborted or canceled.
 	ReasonTriggeredRunFailed = "TriggeredRunFailed"
 	// ReasonTriggeredRunUnobserved: the run recorded was followed by a
 	// later execution before its end was read back: its outcome is only
@@ -43,15 +41,15 @@ const TriggeredRunUnknown = "unknown"
 // execution a TestTrigger started.
 const ActorTestTrigger = "testtrigger"
 
-// TestkubeExecution is a TestWorkflow's status.latestExecution as Testkube
-// writes it.
+// TestkubeExecution is an execution of a TestWorkflow as Testkube's API
+// lists it (triggeredExecutions).
 type TestkubeExecution struct {
 	// Workflow is the TestWorkflow, as namespace/name.
 	Workflow string
 	ID, Name string
 	Number   int32
-	// Status is result.status: queued, running, paused, passed, failed
-	// or aborted.
+	// Status is result.status: queued, running, paused, ..., passed,
+	// failed, aborted or canceled.
 	Status string
 	// ActorType and ActorName are runningContext.actor's: a TestTrigger's
 	// run is "testtrigger", named after the trigger.
@@ -62,7 +60,7 @@ type TestkubeExecution struct {
 
 // ended reports whether Testkube's result status is final.
 func ended(status string) bool {
-	return status == "passed" || status == "failed" || status == "aborted"
+	return status == "passed" || status == "failed" || status == "aborted" || status == "canceled"
 }
 
 // DecideTriggeredRun decides what to record of the TestWorkflow's
@@ -75,13 +73,15 @@ func ended(status string) bool {
 //
 // The record is the newest triggered run, recorded again when its status
 // changes. Every triggered run read that ended is one Event, oldest
-// first: Normal when it passed, Warning when it failed or was aborted, so
+// first: Normal when it passed, Warning when it failed or was aborted or canceled, so
 // a failed run followed by a passing one between two reads is not missed.
 // When the recorded run has not ended and a later execution (anyone's) is
-// read but not the run itself, its end can no longer be read back: a
-// Warning says so, and unless a newer triggered run replaces it, it is
-// recorded with the status "unknown" rather than left as if still running
-// (read later after all, its end is recorded and emitted as any).
+// read but not the run itself (it left the page read), its end can no
+// longer be read back: a Warning says so, and unless a newer triggered run
+// replaces it, it is recorded with the status "unknown" rather than left
+// as if still running (read later after all, its end is recorded and
+// emitted as any). Only the newest triggered run is followed: one that
+// has not ended when a newer one is recorded is a Warning too.
 func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecution) (*scribev1.TriggeredRun, []Event) {
 	// after: the newest run number whose record is final.
 	var after int32
@@ -95,13 +95,14 @@ func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecuti
 	var newest int32              // the newest execution read, anyone's
 	var workflow string
 	sawRecorded := false
+	var recordedRead string // the recorded run's status as read
 	for _, x := range execs {
 		if x.Name == "" {
 			continue
 		}
 		newest, workflow = max(newest, x.Number), x.Workflow
 		if recorded != nil && x.Name == recorded.Name {
-			sawRecorded = true
+			sawRecorded, recordedRead = true, x.Status
 		}
 		if x.ActorType != ActorTestTrigger || x.Number <= after {
 			continue
@@ -113,26 +114,43 @@ func DecideTriggeredRun(recorded *scribev1.TriggeredRun, execs []TestkubeExecuti
 	}
 	slices.SortStableFunc(fresh, func(a, b TestkubeExecution) int { return int(a.Number) - int(b.Number) })
 
-	var events []Event
-	run := recorded
-	if recorded != nil && !ended(recorded.Status) && recorded.Status != TriggeredRunUnknown && !sawRecorded && newest > recorded.Number {
-		last := recorded.Status
+	unobserved := func(number int32, name, last string, next int32) string {
 		if last == "" {
 			last = "not reported yet"
 		}
-		msg := fmt.Sprintf("run %d (%s) of TestWorkflow %s, last read %s: run %d followed before its end was read, which is only in Testkube",
-			recorded.Number, recorded.Name, workflow, last, newest)
-		events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", msg))
-		unknown := *recorded
-		unknown.Status, unknown.Message = TriggeredRunUnknown, msg
-		run = &unknown
+		return fmt.Sprintf("run %d (%s) of TestWorkflow %s, last read %s: run %d followed before its end was read, which is only in Testkube",
+			number, name, workflow, last, next)
 	}
-	for _, x := range fresh {
+	var next int32 // the triggered run that replaces the record, if any
+	if len(fresh) > 0 {
+		next = fresh[len(fresh)-1].Number
+	}
+	var events []Event
+	run := recorded
+	if recorded != nil && !ended(recorded.Status) && recorded.Status != TriggeredRunUnknown {
+		switch {
+		case !sawRecorded && newest > recorded.Number:
+			// No longer listed, or never listed again: the record says so.
+			msg := unobserved(recorded.Number, recorded.Name, recorded.Status, newest)
+			events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", msg))
+			unknown := *recorded
+			unknown.Status, unknown.Message = TriggeredRunUnknown, msg
+			run = &unknown
+		case sawRecorded && recordedRead == recorded.Status && next > recorded.Number:
+			// Replaced by a newer triggered run before it ended: only
+			// the newest run is followed.
+			events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", unobserved(recorded.Number, recorded.Name, recorded.Status, next)))
+		}
+	}
+	for i, x := range fresh {
 		r := triggeredRun(x)
+		if !ended(x.Status) && i < len(fresh)-1 {
+			events = append(events, warningEvent(ReasonTriggeredRunUnobserved, "%s", unobserved(x.Number, x.Name, x.Status, next)))
+		}
 		switch x.Status {
 		case "passed":
 			events = append(events, normalEvent(ReasonTriggeredRunPassed, "%s", r.Message))
-		case "failed", "aborted":
+		case "failed", "aborted", "canceled":
 			events = append(events, warningEvent(ReasonTriggeredRunFailed, "%s", r.Message))
 		}
 		run = r
@@ -158,14 +176,13 @@ func triggeredRun(x TestkubeExecution) *scribev1.TriggeredRun {
 }
 
 // triggeredWorkflow is the TestWorkflow the TestTrigger of the last render
-// re-runs, as generated resources name it (the render has one of each,
-// the trigger selecting the workflow by name); nil when the render has no
-// TestTrigger.
-func triggeredWorkflow(g *scribev1.GeneratedResources) *scribev1.ObjectIdentity {
+// re-runs, and the trigger, as generated resources name them (the render
+// has one of each, the trigger selecting the workflow by name); nil when
+// the render has no TestTrigger.
+func triggeredWorkflow(g *scribev1.GeneratedResources) (workflow, trigger *scribev1.ObjectIdentity) {
 	if g == nil {
-		return nil
+		return nil, nil
 	}
-	var workflow, trigger *scribev1.ObjectIdentity
 	for i, o := range g.Objects {
 		switch o.Kind {
 		case "TestWorkflow":
@@ -175,49 +192,8 @@ func triggeredWorkflow(g *scribev1.GeneratedResources) *scribev1.ObjectIdentity 
 		}
 	}
 	if workflow == nil || trigger == nil {
-		return nil
+		return nil, nil
 	}
-	id := *workflow
-	return &id
-}
-
-// latestExecution reads a TestWorkflow's status.latestExecution; nil
-// without one (or without the TestWorkflow).
-func latestExecution(tw *unstructured.Unstructured) *TestkubeExecution {
-	if tw == nil {
-		return nil
-	}
-	le, ok, _ := unstructured.NestedMap(tw.Object, "status", "latestExecution")
-	if !ok {
-		return nil
-	}
-	str := func(path ...string) string {
-		s, _, _ := unstructured.NestedString(le, path...)
-		return s
-	}
-	x := &TestkubeExecution{
-		Workflow: tw.GetNamespace() + "/" + tw.GetName(),
-		ID:       str("id"), Name: str("name"), Status: str("result", "status"),
-		ActorType: str("runningContext", "actor", "type"), ActorName: str("runningContext", "actor", "name"),
-		ScheduledAt: timeOf(str("scheduledAt")), FinishedAt: timeOf(str("result", "finishedAt")),
-	}
-	if n, ok, _ := unstructured.NestedFieldNoCopy(le, "number"); ok {
-		switch v := n.(type) {
-		case int64:
-			x.Number = int32(v)
-		case float64:
-			x.Number = int32(v)
-		}
-	}
-	return x
-}
-
-// timeOf parses an RFC 3339 time; nil when empty or malformed.
-func timeOf(s string) *metav1.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if s == "" || err != nil {
-		return nil
-	}
-	mt := metav1.NewTime(t)
-	return &mt
+	w, t := *workflow, *trigger
+	return &w, &t
 }

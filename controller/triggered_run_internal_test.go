@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
@@ -75,6 +74,8 @@ func TestDecideTriggeredRunRecordsTheTriggersRunsAndEmitsTheirOutcome(t *testing
 			wantName: "team-eval-evaluation-2", wantStatus: "failed", wantEvents: []string{"Warning TriggeredRunFailed: " + msg(2, "failed")}},
 		{name: "a triggered run aborted is a Warning", recorded: rec(2, "running"), read: execs(exec(2, "aborted", tt)),
 			wantName: "team-eval-evaluation-2", wantStatus: "aborted", wantEvents: []string{"Warning TriggeredRunFailed: " + msg(2, "aborted")}},
+		{name: "a triggered run canceled is a Warning", recorded: rec(2, "queued"), read: execs(exec(2, "canceled", tt)),
+			wantName: "team-eval-evaluation-2", wantStatus: "canceled", wantEvents: []string{"Warning TriggeredRunFailed: " + msg(2, "canceled")}},
 		{name: "the run recorded, unchanged: no Event again", recorded: rec(2, "passed"), read: execs(exec(2, "passed", tt)),
 			wantName: "team-eval-evaluation-2", wantStatus: "passed"},
 		{name: "the next triggered run replaces the last", recorded: rec(2, "passed"), read: execs(exec(3, "failed", tt)),
@@ -111,6 +112,16 @@ func TestDecideTriggeredRunRecordsTheTriggersRunsAndEmitsTheirOutcome(t *testing
 		{name: "the unknown run's end read after all: recorded, with its Event",
 			recorded: rec(3, TriggeredRunUnknown), read: execs(exec(3, "failed", tt)),
 			wantName: "team-eval-evaluation-3", wantStatus: "failed", wantEvents: []string{"Warning TriggeredRunFailed: " + msg(3, "failed")}},
+		// Only the newest triggered run is followed.
+		{name: "the recorded run still running when the next is listed: a Warning for it, the next recorded",
+			recorded: rec(3, "running"), read: execs(exec(3, "running", tt), exec(4, "queued", tt)),
+			wantName: "team-eval-evaluation-4", wantStatus: "queued", wantEvents: []string{"Warning TriggeredRunUnobserved: " + unobserved(3, "running", 4)}},
+		{name: "two new triggered runs listed, the older running: a Warning for it, the newer recorded",
+			recorded: rec(2, "passed"), read: execs(exec(4, "queued", tt), exec(3, "running", tt)),
+			wantName: "team-eval-evaluation-4", wantStatus: "queued", wantEvents: []string{"Warning TriggeredRunUnobserved: " + unobserved(3, "running", 4)}},
+		{name: "the passed-over run's end listed later: no Event again",
+			recorded: rec(4, "queued"), read: execs(exec(4, "queued", tt), exec(3, "failed", tt)),
+			wantName: "team-eval-evaluation-4", wantStatus: "queued"},
 		{name: "an ended recorded run followed by others needs no Warning",
 			recorded: rec(3, "passed"), read: execs(exec(5, "passed", "user")),
 			wantName: "team-eval-evaluation-3", wantStatus: "passed"},
@@ -151,41 +162,6 @@ func TestDecideTriggeredRunRecordsTheTriggersRunsAndEmitsTheirOutcome(t *testing
 	}
 }
 
-// TestLatestExecutionReadsTheTestWorkflowStatusAsTestkubeWritesIt: the
-// fields of status.latestExecution, by the CRD's names and types.
-func TestLatestExecutionReadsTheTestWorkflowStatusAsTestkubeWritesIt(t *testing.T) {
-	tw := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "testworkflows.testkube.io/v1", "kind": "TestWorkflow",
-		"metadata": map[string]any{"name": "team-eval-evaluation", "namespace": "testkube"},
-		"status": map[string]any{"latestExecution": map[string]any{
-			"id": "6650a1b2c3d4e5f6a7b8c9d1", "name": "team-eval-evaluation-2", "number": int64(2),
-			"scheduledAt": "2026-11-28T10:00:00Z", "statusAt": "2026-11-28T10:02:00Z",
-			"result":         map[string]any{"status": "failed", "finishedAt": "2026-11-28T10:02:00.5Z"},
-			"runningContext": map[string]any{"interface": map[string]any{"type": "internal"}, "actor": map[string]any{"name": "team-eval-evaluation", "type": "testtrigger"}},
-			"workflow":       map[string]any{"name": "team-eval-evaluation"},
-		}},
-	}}
-	got := latestExecution(tw)
-	want := &TestkubeExecution{
-		Workflow: "testkube/team-eval-evaluation", ID: "6650a1b2c3d4e5f6a7b8c9d1", Name: "team-eval-evaluation-2", Number: 2,
-		Status: "failed", ActorType: "testtrigger", ActorName: "team-eval-evaluation",
-		ScheduledAt: timeOf("2026-11-28T10:00:00Z"), FinishedAt: timeOf("2026-11-28T10:02:00.5Z"),
-	}
-	if got == nil || got.FinishedAt == nil || !got.FinishedAt.Equal(&metav1.Time{Time: time.Date(2026, 11, 28, 10, 2, 0, 5e8, time.UTC)}) {
-		t.Fatalf("finishedAt of %+v", got)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("latestExecution %+v, want %+v", got, want)
-	}
-	delete(tw.Object, "status")
-	if got := latestExecution(tw); got != nil {
-		t.Fatalf("a TestWorkflow never run: %+v, want none", got)
-	}
-	if got := latestExecution(nil); got != nil {
-		t.Fatalf("no TestWorkflow: %+v, want none", got)
-	}
-}
-
 // TestTriggeredWorkflowIsTheRenderedTestWorkflowOnlyWithATrigger: the
 // TestWorkflow is followed only when the last render has a TestTrigger.
 func TestTriggeredWorkflowIsTheRenderedTestWorkflowOnlyWithATrigger(t *testing.T) {
@@ -193,17 +169,18 @@ func TestTriggeredWorkflowIsTheRenderedTestWorkflowOnlyWithATrigger(t *testing.T
 	tt := scribev1.ObjectIdentity{APIVersion: "tests.testkube.io/v1", Kind: "TestTrigger", Namespace: "testkube", Name: "team-eval-evaluation"}
 	cm := scribev1.ObjectIdentity{APIVersion: "v1", Kind: "ConfigMap", Namespace: "testkube", Name: "team-eval-experiment"}
 	for _, tc := range []struct {
-		name string
-		g    *scribev1.GeneratedResources
-		want *scribev1.ObjectIdentity
+		name                  string
+		g                     *scribev1.GeneratedResources
+		wantWorkflow, wantTTr *scribev1.ObjectIdentity
 	}{
 		{name: "nothing rendered"},
 		{name: "stage 3: the TestWorkflow without its trigger", g: &scribev1.GeneratedResources{Objects: []scribev1.ObjectIdentity{cm, tw}}},
-		{name: "stage 4 with the trigger", g: &scribev1.GeneratedResources{Objects: []scribev1.ObjectIdentity{cm, tt, tw}}, want: &tw},
+		{name: "stage 4 with the trigger", g: &scribev1.GeneratedResources{Objects: []scribev1.ObjectIdentity{cm, tt, tw}}, wantWorkflow: &tw, wantTTr: &tt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := triggeredWorkflow(tc.g); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("triggeredWorkflow %+v, want %+v", got, tc.want)
+			w, tr := triggeredWorkflow(tc.g)
+			if !reflect.DeepEqual(w, tc.wantWorkflow) || !reflect.DeepEqual(tr, tc.wantTTr) {
+				t.Fatalf("triggeredWorkflow %+v, %+v, want %+v, %+v", w, tr, tc.wantWorkflow, tc.wantTTr)
 			}
 		})
 	}

@@ -531,8 +531,8 @@ type ExperimentStatus struct {
 
 	// LastTriggeredRun is the newest run of the evaluation's TestWorkflow
 	// that its TestTrigger (spec.workflow.testkube.trigger) started, as
-	// Testkube reports it in the TestWorkflow's status.latestExecution;
-	// each one's end is an Event. It is a later re-evaluation: it never
+	// Testkube's API lists it (GET /v1/test-workflows/<name>/executions at
+	// the controller's --testkube-api-url); each one's end is an Event. It is a later re-evaluation: it never
 	// changes the phase.
 	// +optional
 	LastTriggeredRun *TriggeredRun `json:"lastTriggeredRun,omitempty"`
@@ -546,9 +546,9 @@ type TriggeredRun struct {
 	// Number is the execution's sequence number.
 	// +optional
 	Number int32 `json:"number,omitempty"`
-	// Status is Testkube's result status: queued, running, paused,
-	// passed, failed or aborted; or unknown when a later execution was
-	// read before its end (Event TriggeredRunUnobserved).
+	// Status is Testkube's result status: queued, running, paused, ...,
+	// passed, failed, aborted or canceled; or unknown when its end can no
+	// longer be read (Event TriggeredRunUnobserved).
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Status string `json:"status,omitempty"`

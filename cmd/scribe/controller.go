@@ -61,6 +61,7 @@ type controllerFlags struct {
 	kubeAPIQPS              float32
 	kubeAPIBurst            int
 	eventsAddr              string
+	testkubeAPI             string
 	notificationsNamespace  string
 	// log holds --log-encoding and --log-level, the flags of Flux's
 	// controllers (fluxcd/pkg/runtime/logger).
@@ -86,6 +87,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often health is re-read while waiting for the applier")
 	fl.DurationVar(&f.watchedPollInterval, "watched-poll-interval", controller.DefaultWatchedPoll, "how often a Workload's commit is re-read while it waits on an applier whose objects are watched (their changes start a reconcile at once; at least --poll-interval)")
 	registerGCPProject(fl, &f.gcpProject)
+	fl.StringVar(&f.testkubeAPI, "testkube-api-url", controller.DefaultTestkubeAPIURL, "address of Testkube's agent API, where the runs an agent evaluation's TestTrigger starts are read (GET <url>/v1/test-workflows/<name>/executions)")
 	fl.Float32Var(&f.kubeAPIQPS, "kube-api-qps", controller.DefaultKubeAPIQPS, "client-side limit of queries per second to the API server; unset, there is none when the API server has priority and fairness (the default), and 50 otherwise")
 	fl.IntVar(&f.kubeAPIBurst, "kube-api-burst", controller.DefaultKubeAPIBurst, "burst of queries to the API server above --kube-api-qps; unset, none with priority and fairness, 300 otherwise")
 	// The flags of Flux's controllers; LOG_LEVEL stays, below --log-level.
@@ -315,6 +317,8 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		WatchedPoll:     f.watchedPollInterval,
 		GCPProject:      f.gcpProject,
 		HTTPClient:      controller.NewAnalysisHTTPClient(),
+		TestkubeAPI:     f.testkubeAPI,
+		TestkubeClient:  controller.NewTestkubeHTTPClient(),
 		// As in kustomize-controller: artifact URLs name source-controller's
 		// in-cluster Service; outside the cluster this host replaces it.
 		SourceHost:           os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
