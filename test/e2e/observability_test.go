@@ -78,8 +78,14 @@ func testObservability(t *testing.T, applier scribev1.ApplierKind) {
 	cl := &unstructured.Unstructured{}
 	cl.SetAPIVersion("cluster.x-k8s.io/v1beta2")
 	cl.SetKind("Cluster")
-	poll(t, 3*time.Minute, "the Cluster applied", func() (bool, string) {
+	poll(t, 3*time.Minute, "the Cluster and its MachinePool applied", func() (bool, string) {
 		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name + "-app"}, cl)
+		if err == nil {
+			pool := &unstructured.Unstructured{}
+			pool.SetAPIVersion(cl.GetAPIVersion())
+			pool.SetKind("MachinePool")
+			err = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name + "-app-pool"}, pool)
+		}
 		e := &scribev1.Experiment{}
 		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(exp), e)
 		return err == nil, fmt.Sprintf("%v; %s", err, describeExperiment(e))
