@@ -95,7 +95,7 @@ func main() {
 	}
 }
 EOF
-if [[ ! -f "$work/go.sum" ]]; then
+if [[ ! -f "$work/.resolved" ]]; then
   printf 'module scribe.local/otelcolbuild\n\ngo 1.26\n' > "$work/go.mod"
   log "resolving collector ${OTELCOL_VERSION} (core and contrib) in $work"
   (cd "$work" && go get \
@@ -110,7 +110,7 @@ if [[ ! -f "$work/go.sum" ]]; then
     "$core/confmap@${OTELCOL_STABLE_VERSION}" \
     "$core/confmap/provider/envprovider@${OTELCOL_STABLE_VERSION}" \
     "$core/confmap/provider/fileprovider@${OTELCOL_STABLE_VERSION}" \
-    && go mod tidy) >&2
+    && go mod tidy && touch .resolved) >&2
 fi
 log "building otelcol ${OTELCOL_VERSION} (otlp receiver and exporter, batch, resource and attributes processors, file exporter) into $DIR (cold: minutes on 2 cores)"
 (cd "$work" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN.tmp.$$" .) >&2
