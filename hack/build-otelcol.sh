@@ -112,7 +112,7 @@ if [[ ! -f "$work/.resolved" ]]; then
     "$core/confmap/provider/fileprovider@${OTELCOL_STABLE_VERSION}" \
     && go mod tidy && touch .resolved) >&2
 fi
-log "building otelcol ${OTELCOL_VERSION} (otlp receiver and exporter, batch, resource and attributes processors, file exporter) into $DIR (cold: minutes on 2 cores)"
+log "building otelcol ${OTELCOL_VERSION} (otlp receiver and exporter, batch, resource and attributes processors, file exporter) into $DIR (cold: about 6 CPU minutes)"
 (cd "$work" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN.tmp.$$" .) >&2
 mv "$BIN.tmp.$$" "$BIN"
 log "built $BIN"
