@@ -87,7 +87,7 @@ bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR chang
 	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^(TestBenchLoop(Latency|Scale)|TestBenchNode|TestBenchCanaryStep)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
 
 .PHONY: loop-assets
-loop-assets: node-packages ## Build (or find cached) kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, Gitea, Traefik, Prometheus and Argo Workflows (workflow-controller, argoexec); install the real node's Debian packages when missing.
+loop-assets: node-packages ## Build (or find cached) kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok, the Flux controllers, Argo CD (application-controller, repo-server), kustomize, a Redis server, Gitea, Traefik, Prometheus, Argo Workflows (workflow-controller, argoexec) and an OpenTelemetry Collector (otlp, batch, resource, attributes, file); install the real node's Debian packages when missing.
 	hack/build-control-plane.sh kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
 	hack/build-loop.sh >/dev/null
 	hack/build-argocd.sh >/dev/null
@@ -95,6 +95,7 @@ loop-assets: node-packages ## Build (or find cached) kube-controller-manager, ku
 	hack/build-traefik.sh >/dev/null
 	hack/build-prometheus.sh >/dev/null
 	hack/build-argo-workflows.sh >/dev/null
+	hack/build-otelcol.sh >/dev/null
 
 ##@ Development
 

@@ -109,6 +109,26 @@ func (n *Node) PushK6(ctx context.Context, logf func(string, ...any)) error {
 	}, n.Registry+"/"+K6Image)
 }
 
+// CollectorImage is the catalog's collector image
+// (catalog/config/otel-collector) as the node's registry, which mirrors
+// docker.io, serves it.
+const CollectorImage = "otel/opentelemetry-collector-contrib:0.115.1"
+
+// PushCollector pushes bin, the OpenTelemetry Collector
+// hack/build-otelcol.sh builds, as CollectorImage. It is the real collector
+// at another version (OTELCOL_VERSION) with only the components the loop
+// configures, in place of the contrib distribution this machine cannot
+// pull: the catalog's configuration runs in it as it would in that image,
+// whose binary is /otelcol-contrib too.
+func (n *Node) PushCollector(ctx context.Context, logf func(string, ...any), bin string) error {
+	app := imagebuild.App{
+		Name: "otelcol", Description: "the OpenTelemetry Collector (hack/build-otelcol.sh) in place of " + CollectorImage,
+		Package: "go.opentelemetry.io/collector/otelcol", Binary: "/otelcol-contrib",
+		User: "10001:10001", Entrypoint: []string{"/otelcol-contrib"},
+	}
+	return n.pushBinary(ctx, logf, app, bin, n.Registry+"/"+CollectorImage)
+}
+
 // ProbeImage is the catalog's validation image as its WorkflowTemplate
 // names it by default (catalog/workflows/gateway-validation), without the
 // registry: the node's registry mirrors ghcr.io.
