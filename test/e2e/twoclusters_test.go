@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,9 @@ func playClusterAPIWith(t *testing.T, s *Stack, kubeconfig []byte, cl *unstructu
 // the demo services to the second cluster, whose own node runs their pods,
 // the LoadBalancer Service's address is read back into the workflow's
 // params, the real engine runs the probe on the hub's node against the
-// second cluster, and the Experiment is Complete. A dependent hub target's
+// second cluster, and the Experiment is Complete. The app target's
+// telemetry reaches a real collector on the hub under its tenant
+// (checkTelemetryReachesTheHub). A dependent hub target's
 // workflow component, the catalog's k6 loadgen (its image a stand-in for
 // k6, see PushK6), loads the same address to success. A variant on a
 // cluster of its own whose validation asks the app for a route it does
@@ -149,8 +152,20 @@ func TestLoopExperimentDeliversToASecondCluster(t *testing.T) {
 
 func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	ns := "remote"
+	// A collector that cannot be built fails the test: it does not skip.
+	collector, err := buildDir(t.Logf, "build-otelcol.sh")
+	if err != nil {
+		t.Fatalf("the OpenTelemetry Collector (hack/build-otelcol.sh): %v", err)
+	}
 	s, a := newAppClusterLoop(t, applier, ns)
 	ctx := context.Background()
+	// The hub's collector, where the app target's telemetry goes, and the
+	// collector image the catalog's otel-collector names.
+	if err := s.Node.PushCollector(ctx, s.logf, collector); err != nil {
+		t.Fatal(err)
+	}
+	hub := a.StartHubCollector(t, collector)
+	const tenant = "team-a"
 	exp := &scribev1.Experiment{
 		ObjectMeta: metav1.ObjectMeta{Name: "across", Namespace: ns},
 		Spec: scribev1.ExperimentSpec{
@@ -158,7 +173,8 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 			Targets: []scribev1.Target{
 				{
 					Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
-					Components: []scribev1.Component{{App: "demo-services"}, {App: "demo-edge"}},
+					Components:    []scribev1.Component{{App: "demo-services"}, {App: "demo-edge"}},
+					Observability: &scribev1.Observability{Enabled: true, Tenant: tenant},
 				},
 				// A hub target delivered only once the app target is
 				// ready.
@@ -168,6 +184,11 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 			// target's address, as its LoadBalancer Service reports it.
 			Workflow: &scribev1.ExperimentWorkflow{Engine: scribev1.EngineArgo, Template: "gateway-validation",
 				Params: &apiextensionsv1.JSON{Raw: []byte(`{"ingressUrl": "http://{{ targets.app.address }}/", "gatewayUrl": "http://{{ targets.app.address }}/", "paths": "/", "requests": "10"}`)}},
+			Observability: &scribev1.HubObservability{
+				Endpoint: hub.Endpoint,
+				// Grafana's datasource names it; nothing queries it here.
+				MetricsURL: "http://" + net.JoinHostPort(appLinkHost, "9009") + "/prometheus",
+			},
 		},
 	}
 	// The tutorial's load generator: a hub target running the catalog's
@@ -353,6 +374,10 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 		walk = append(walk, fmt.Sprintf("stage %d committed +%s", st.Stage, st.CommittedAt.Sub(e.CreationTimestamp.Time)))
 	}
 	t.Logf("%s: Experiment created → %s (commits: 1 s resolution; the test held the cluster unreachable in between)", applier, strings.Join(walk, ", "))
+
+	// The app target's telemetry reaches the hub's collector under its
+	// tenant.
+	checkTelemetryReachesTheHub(t, s, a, hub, applier, ns, tenant)
 
 	// The demo services run on the second cluster's node, not on the hub.
 	for _, name := range []string{owned(ns, exp.Name, "demo-http"), owned(ns, exp.Name, "demo-grpc")} {

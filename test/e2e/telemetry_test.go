@@ -10,88 +10,25 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
-// TestLoopObservabilityReachesTheHubCollector: an Experiment whose app
-// target, a second cluster, has observability on under tenant team-a gets
-// the catalog's collector (catalog/config/otel-collector) delivered there
-// by the applier, and it runs: the real OpenTelemetry Collector
-// (hack/build-otelcol.sh, pushed in place of the catalog's image) on the
-// app cluster's node, with the configuration Scribe rendered. A span a
-// workload sends it (OTLP/HTTP JSON to its Service) reaches the hub's
-// collector, a real collector on the host at spec.observability.endpoint,
-// under the tenant twice: the resource attribute scribe.tenant the target's
-// collector sets, and the X-Scope-OrgID header it sends, which the hub's
-// collector copies into an attribute. The hub gets the tenant's Grafana
-// datasource. Under Argo CD the collector's params are substituted by
-// Scribe: what the applier applies is plain manifests.
-func TestLoopObservabilityReachesTheHubCollector(t *testing.T) {
-	t.Parallel()
-	appliers(t, testObservability)
-}
-
-func testObservability(t *testing.T, applier scribev1.ApplierKind) {
-	skipWithoutLoop(t)
-	if why := nodeUnavailable(); why != "" && !NodeRequired() {
-		t.Skipf("no real node: %s", why)
-	}
-	// A collector that cannot be built fails the test: it does not skip.
-	bin, err := buildDir(t.Logf, "build-otelcol.sh")
-	if err != nil {
-		t.Fatalf("the OpenTelemetry Collector (hack/build-otelcol.sh): %v", err)
-	}
-	const ns, tenant = "observed", "team-a"
-	s, a := newAppClusterLoop(t, applier, ns)
+// checkTelemetryReachesTheHub: the catalog's collector
+// (catalog/config/otel-collector), delivered by the applier to the app
+// cluster for a target with observability on under tenant, runs there:
+// the real OpenTelemetry Collector (hack/build-otelcol.sh, pushed in place
+// of the catalog's image) on the app cluster's node, with the
+// configuration Scribe rendered. A span a workload sends it (OTLP/HTTP
+// JSON to its Service) reaches the hub's collector, a real collector on
+// the host at spec.observability.endpoint, under the tenant twice: the
+// resource attribute scribe.tenant the target's collector sets, and the
+// X-Scope-OrgID header it sends, which the hub's collector copies into an
+// attribute. The hub has the tenant's Grafana datasource in namespace ns.
+func checkTelemetryReachesTheHub(t *testing.T, s *Stack, a *AppCluster, hub *HubCollector, applier scribev1.ApplierKind, ns, tenant string) {
+	t.Helper()
 	ctx := context.Background()
-	if err := s.Node.PushCollector(ctx, s.logf, bin); err != nil {
-		t.Fatal(err)
-	}
-	hub := a.StartHubCollector(t, bin)
-
-	exp := &scribev1.Experiment{
-		ObjectMeta: metav1.ObjectMeta{Name: "telemetry", Namespace: ns},
-		Spec: scribev1.ExperimentSpec{
-			Description: "a second cluster's telemetry at the hub's collector",
-			Targets: []scribev1.Target{{
-				Name: "app", Cluster: scribev1.ClusterSpec{Type: scribev1.ClusterGKE, Project: "scribe-e2e"},
-				Observability: &scribev1.Observability{Enabled: true, Tenant: tenant},
-			}},
-			Observability: &scribev1.HubObservability{
-				Endpoint: hub.Endpoint,
-				// Grafana's datasource names it; nothing queries it here.
-				MetricsURL: "http://" + net.JoinHostPort(appLinkHost, "9009") + "/prometheus",
-			},
-		},
-	}
-	if err := s.Client.Create(ctx, exp); err != nil {
-		t.Fatal(err)
-	}
-
-	// The applier creates the Cluster API objects; the test plays the
-	// provider.
-	cl := &unstructured.Unstructured{}
-	cl.SetAPIVersion("cluster.x-k8s.io/v1beta2")
-	cl.SetKind("Cluster")
-	poll(t, 3*time.Minute, "the Cluster and its MachinePool applied", func() (bool, string) {
-		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name + "-app"}, cl)
-		if err == nil {
-			pool := &unstructured.Unstructured{}
-			pool.SetAPIVersion(cl.GetAPIVersion())
-			pool.SetKind("MachinePool")
-			err = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: exp.Name + "-app-pool"}, pool)
-		}
-		e := &scribev1.Experiment{}
-		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(exp), e)
-		return err == nil, fmt.Sprintf("%v; %s", err, describeExperiment(e))
-	})
-	playClusterAPI(t, s, a, cl)
-
 	// The collector runs on the app cluster's node, from the image the
 	// catalog names.
 	var svc corev1.Service
@@ -100,8 +37,6 @@ func testObservability(t *testing.T, applier scribev1.ApplierKind) {
 		if err := a.Client.List(ctx, ds, client.InNamespace("observability"), client.MatchingLabels{"app.kubernetes.io/part-of": "otel-collector"}); err != nil {
 			return false, err.Error()
 		}
-		e := &scribev1.Experiment{}
-		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(exp), e)
 		if len(ds.Items) != 1 || ds.Items[0].Status.ReadyReplicas < 1 {
 			pods := &corev1.PodList{}
 			_ = a.Client.List(ctx, pods, client.InNamespace("observability"))
@@ -109,7 +44,7 @@ func testObservability(t *testing.T, applier scribev1.ApplierKind) {
 			for _, p := range pods.Items {
 				states = append(states, podState(&p))
 			}
-			return false, fmt.Sprintf("%d Deployments; pods: %s; %s", len(ds.Items), strings.Join(states, "; "), describeExperiment(e))
+			return false, fmt.Sprintf("%d Deployments; pods: %s", len(ds.Items), strings.Join(states, "; "))
 		}
 		svcs := &corev1.ServiceList{}
 		if err := a.Client.List(ctx, svcs, client.InNamespace("observability"), client.MatchingLabels{"app.kubernetes.io/part-of": "otel-collector"}); err != nil || len(svcs.Items) != 1 {
