@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -71,22 +69,7 @@ func renderClusterType(t *testing.T, e *render.Engine, pub render.Publish, names
 	if err != nil {
 		t.Fatalf("%s/%s (%s): %v", namespace, name, typ, err)
 	}
-	out := clusterRender{objs: map[string]map[string]any{}, rb: map[string]struct{ secret, key, argo string }{}}
-	for _, f := range b.Files {
-		base := filepath.Base(f.Path)
-		if base == "kustomization.yaml" || !strings.HasSuffix(base, ".yaml") {
-			continue
-		}
-		for _, d := range strings.Split(string(f.Data), "\n---\n") {
-			m := map[string]any{}
-			if err := yaml.Unmarshal([]byte(d), &m); err != nil {
-				t.Fatalf("%s: %v", f.Path, err)
-			}
-			if len(m) > 0 {
-				out.objs[str(m, "kind")+"/"+str(m, "metadata", "namespace")+"/"+str(m, "metadata", "name")] = m
-			}
-		}
-	}
+	out := clusterRender{objs: bundleObjects(t, b), rb: map[string]struct{ secret, key, argo string }{}}
 	for _, tr := range b.ReadBack.Targets {
 		out.rb[tr.Name] = struct{ secret, key, argo string }{tr.KubeconfigSecret, tr.KubeconfigKey, tr.ArgoCDCluster}
 	}

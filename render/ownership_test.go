@@ -65,6 +65,13 @@ func deliveredObjects(t *testing.T, e *render.Engine, obj map[string]any, pub re
 	if err != nil {
 		return nil, err
 	}
+	return bundleObjects(t, b), nil
+}
+
+// bundleObjects decodes the objects of a bundle's tree, as deliveredObjects
+// returns them.
+func bundleObjects(t *testing.T, b *render.Bundle) map[string]map[string]any {
+	t.Helper()
 	out := map[string]map[string]any{}
 	for _, f := range b.Files {
 		base := filepath.Base(f.Path)
@@ -82,7 +89,7 @@ func deliveredObjects(t *testing.T, e *render.Engine, obj map[string]any, pub re
 			out[str(m, "kind")+"/"+str(m, "metadata", "namespace")+"/"+str(m, "metadata", "name")] = m
 		}
 	}
-	return out, nil
+	return out
 }
 
 // TestTwoExperimentsInOneNamespaceDeliverDisjointObjects renders every
