@@ -126,6 +126,12 @@ func TestArgoCDSyncFileIsTheCustomResourcesOwnAppProjectThenItsApplication(t *te
 	if got := str(proj, "metadata", "annotations", "argocd.argoproj.io/sync-wave"); got != "-1" {
 		t.Errorf("AppProject sync-wave %q, want -1: created before its Application, pruned after it", got)
 	}
+	// Argo CD keeps a project with its finalizer until no Application
+	// names it: removed from Git together, the Application's own
+	// finalizer still finds its project.
+	if got, _ := proj["metadata"].(map[string]any)["finalizers"].([]any); !reflect.DeepEqual(got, []any{"resources-finalizer.argocd.argoproj.io"}) {
+		t.Errorf("AppProject finalizers %v: it must outlive the Application that names it", got)
+	}
 }
 
 // An Experiment's component Applications live in its namespace and use
