@@ -624,6 +624,11 @@ func (s *Stack) keepLogsOnFailure(t testing.TB) {
 			_ = os.WriteFile(filepath.Join(dst, name), b, 0o644)
 		}
 	}
+	if s.Node != nil {
+		// The host's network as the failure left it (a pod's network
+		// lost while the node's other paths work has been seen).
+		_ = os.WriteFile(filepath.Join(dst, "host-network.txt"), []byte(hostNetworkState(context.Background())), 0o644)
+	}
 	t.Logf("the loop's logs are kept in %s; the tail of Scribe's:\n%s", dst, s.Logs("scribe", 30))
 }
 
