@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -165,20 +164,8 @@ func remoteGet(ctx context.Context, k remoteKubeconfig, path string, limit int64
 	if err != nil {
 		return 0, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(k.Server, "/")+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	return resp.StatusCode, body, err
+	status, _, body, err := boundedGet(ctx, hc, strings.TrimSuffix(k.Server, "/")+path, reachTimeout, limit)
+	return status, body, err
 }
 
 // argoClusterConfig is Argo CD's cluster Secret `config`, the fields

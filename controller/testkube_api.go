@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -99,28 +98,19 @@ func fetchTestkubeExecutions(ctx context.Context, c *http.Client, api, workflow 
 	u := base.JoinPath("v1", "test-workflows", workflow, "executions")
 	u.RawQuery = url.Values{"pageSize": {fmt.Sprint(testkubeAPIPageSize)}}.Encode()
 	where := u.Redacted()
-	ctx, cancel := context.WithTimeout(ctx, testkubeAPITimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return res, fmt.Errorf("GET %s: %w", where, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.Do(req)
+	status, reason, body, err := boundedGet(ctx, c, u.String(), testkubeAPITimeout, testkubeAPIMaxBytes)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL, with its credentials, is named once below
 		}
+		if status != 0 {
+			return res, fmt.Errorf("GET %s: read the response: %w", where, err)
+		}
 		return res, fmt.Errorf("GET %s: %w", where, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, testkubeAPIMaxBytes+1))
-	if err != nil {
-		return res, fmt.Errorf("GET %s: read the response: %w", where, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return res, fmt.Errorf("GET %s: %s", where, resp.Status)
+	if status != http.StatusOK {
+		return res, fmt.Errorf("GET %s: %s", where, reason)
 	}
 	if len(body) > testkubeAPIMaxBytes {
 		return res, fmt.Errorf("GET %s: response larger than %d bytes", where, testkubeAPIMaxBytes)
