@@ -301,7 +301,16 @@ func (a *AppCluster) makeNetns() error {
 	in := func(args ...string) error {
 		return runQuiet("nsenter", append([]string{"--net=" + a.netns(), "--"}, args...)...)
 	}
+	// The pods' bridge, made before the CNI plugin would, with a fixed
+	// address (bridgeMAC says why).
+	mac, err := bridgeMAC(appPodGateway)
+	if err != nil {
+		return err
+	}
 	for _, step := range []func() error{
+		func() error { return in("ip", "link", "add", appBridge, "address", mac, "type", "bridge") },
+		func() error { return in("ip", "addr", "add", appPodGateway+"/24", "dev", appBridge) },
+		func() error { return in("ip", "link", "set", appBridge, "up") },
 		func() error {
 			return runQuiet("ip", "link", "add", appVethHost, "type", "veth", "peer", "name", appVethNode)
 		},

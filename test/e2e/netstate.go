@@ -20,6 +20,7 @@ func hostNetworkState(ctx context.Context) string {
 		{"ip", "-br", "addr"},
 		{"ip", "route"},
 		{"ip", "neigh"},
+		{"ip", "-d", "link", "show", nodeBridge},
 		{"bridge", "fdb", "show", "br", nodeBridge},
 		{"ip", "-br", "link", "show", "master", nodeBridge},
 		{"conntrack", "-C"},

@@ -300,7 +300,11 @@ func (n *Node) startRegistry() error {
 // so the API server's forwarder can listen there; the CNI bridge plugin
 // then uses it as it is.
 func (n *Node) makeBridge() error {
-	if err := runQuiet("ip", "link", "add", nodeBridge, "type", "bridge"); err != nil {
+	mac, err := bridgeMAC(nodeGateway)
+	if err != nil {
+		return err
+	}
+	if err := runQuiet("ip", "link", "add", nodeBridge, "address", mac, "type", "bridge"); err != nil {
 		return err
 	}
 	if err := runQuiet("ip", "addr", "add", nodeGateway+"/24", "dev", nodeBridge); err != nil {
