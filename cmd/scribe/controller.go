@@ -43,6 +43,7 @@ type controllerFlags struct {
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElectionID        string
@@ -73,6 +74,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", "address the metrics endpoint binds to; 0 disables it")
 	fl.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS (self-signed certificate) to callers authenticated and authorized by the API server; false serves plain HTTP to anyone, for local use")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address /healthz and /readyz bind to; 0 disables them")
+	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address Go's profiler (/debug/pprof/) binds to, e.g. 127.0.0.1:6060; 0 (the default) disables it. It has no authentication: never bind it where tenants reach")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "hold a Lease so only one of several replicas reconciles")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in a cluster)")
 	fl.StringVar(&f.leaderElectionID, "leader-election-id", "scribe-controller.scribe.dev", "name of the leader-election Lease")
@@ -292,6 +294,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		Scheme:                        scheme,
 		Metrics:                       f.metricsOptions(),
 		HealthProbeBindAddress:        f.probeAddr,
+		PprofBindAddress:              f.pprofAddr,
 		LeaderElection:                f.leaderElect,
 		LeaderElectionID:              f.leaderElectionID,
 		LeaderElectionNamespace:       f.leaderElectionNamespace,

@@ -35,8 +35,9 @@ import (
 // took, and the peak resident set size of the controller process alone
 // (VmHWM: the benchmark's own client and git server are not in it).
 // SCRIBE_BENCH_WORKLOADS changes the count; SCRIBE_BENCH_ARGS adds flags
-// (e.g. "--concurrent 300"). Run it with -benchtime=1x (`make bench`
-// does).
+// (e.g. "--concurrent 300"); SCRIBE_BENCH_PROFILE=<folder> keeps the
+// process's CPU and heap profiles (benchProfiles). Run it with
+// -benchtime=1x (`make bench` does).
 func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		b.Skip("KUBEBUILDER_ASSETS is not set; `make test` builds kube-apiserver and etcd and sets it")
@@ -47,6 +48,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		n = v
 	}
 	extra := strings.Fields(os.Getenv("SCRIBE_BENCH_ARGS"))
+	profiles := newBenchProfiles(b)
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     append([]string{filepath.Join("..", "..", "config", "crd", "bases")}, crdstest.Files(b, "flux-source", "flux-kustomize")...),
 		ErrorIfCRDPathMissing: true,
@@ -99,7 +101,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		}
 
 		args := append([]string{"controller", "--kubeconfig", kubeconfig, "--data-dir", b.TempDir(),
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, append(profiles.args(), extra...)...)
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), envRunMain+"=1", envLogLevel+"=info")
 		var stderr syncBuffer
@@ -165,6 +167,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 
 		b.StartTimer()
 		start := time.Now()
+		profiles.startCPU()
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 16)
 		for j := range n {
@@ -202,6 +205,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
+		profiles.finish(b)
 		hwm := procKiB(b, cmd.Process.Pid, "VmHWM:")
 		rss := procKiB(b, cmd.Process.Pid, "VmRSS:")
 		head, err := strconv.Atoi(publishtest.Git(b, "", "--git-dir", srv.BareDir("experiments"), "rev-list", "--count", "main"))

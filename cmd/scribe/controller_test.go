@@ -212,7 +212,7 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	// depend on it.
 	ctrllog.SetLogger(logr.Discard())
 	began := time.Now()
-	probe, metrics := freePort(t), freePort(t)
+	probe, metrics, pprof := freePort(t), freePort(t), freePort(t)
 	const leaseID = "scribe-controller-test.scribe.dev"
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -225,6 +225,7 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 			"--kubeconfig", kubeconfig,
 			"--metrics-bind-address", metrics,
 			"--health-probe-bind-address", probe,
+			"--pprof-bind-address", pprof,
 			"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID,
 			"--watch-label-selector", controller.ShardLabel + "=shard1",
 			"--data-dir", t.TempDir(),
@@ -284,6 +285,13 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	if got := statusOf(secure, "https://"+metrics+"/metrics"); got != http.StatusUnauthorized {
 		fail("anonymous GET https://%s/metrics: status %d, want %d", metrics, got, http.StatusUnauthorized)
 	}
+	// The profiler answers where it was asked to bind, and only there.
+	if got := statusOf(plain, "http://"+pprof+"/debug/pprof/"); got != http.StatusOK {
+		fail("GET http://%s/debug/pprof/: status %d, want %d", pprof, got, http.StatusOK)
+	}
+	if got := statusOf(plain, "http://"+probe+"/debug/pprof/"); got == http.StatusOK {
+		fail("the health probe address %s serves the profiler", probe)
+	}
 	if !strings.Contains(stderr.String(), `"tracing":true`) {
 		fail("OTEL_EXPORTER_OTLP_ENDPOINT is set but tracing is off")
 	}
@@ -336,7 +344,7 @@ func userKubeconfig(t testing.TB, env *envtest.Environment, user envtest.User) s
 	return kubeconfig
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
