@@ -208,6 +208,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		profiles.finish(b)
 		hwm := procKiB(b, cmd.Process.Pid, "VmHWM:")
 		rss := procKiB(b, cmd.Process.Pid, "VmRSS:")
+		anon, file := procKiB(b, cmd.Process.Pid, "RssAnon:"), procKiB(b, cmd.Process.Pid, "RssFile:")
 		head, err := strconv.Atoi(publishtest.Git(b, "", "--git-dir", srv.BareDir("experiments"), "rev-list", "--count", "main"))
 		if err != nil {
 			b.Fatal(err)
@@ -223,9 +224,9 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-committed")
 		b.ReportMetric(float64(head-base), "commits")
 		b.ReportMetric(float64(hwm)/1024, "process-peak-RSS-MiB")
-		b.Logf("%d Workloads created in %s (flags %q): all committed after %s in %d commits; controller process peak RSS %.0f MiB (%.0f MiB when idle before, %.0f MiB at the end); %s",
+		b.Logf("%d Workloads created in %s (flags %q): all committed after %s in %d commits; controller process peak RSS %.0f MiB (%.0f MiB when idle before, %.0f MiB at the end: %.0f MiB anonymous, %.0f MiB of mapped files such as its binary); %s",
 			n, created.Round(time.Millisecond), extra, elapsed.Round(time.Millisecond), head-base,
-			float64(hwm)/1024, float64(hwmBefore)/1024, float64(rss)/1024, limit)
+			float64(hwm)/1024, float64(hwmBefore)/1024, float64(rss)/1024, float64(anon)/1024, float64(file)/1024, limit)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,42 @@ func TestLoopRealNodeRunsPodsWhoseReadinessIsReal(t *testing.T) {
 	if p := get("never-ready"); podReady(p) || p.Spec.NodeName != nodeName {
 		t.Fatalf("pod never-ready: %s", podState(p))
 	}
+
+	// The pods' gateway keeps its hardware address while ports come and
+	// go: a port with a lower address than any pod's joins the bridge and
+	// leaves it (a bridge whose address was never set would take it, and
+	// every pod's ARP entry for the gateway would then name a gone port).
+	want, err := bridgeMAC(nodeGateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridgeAddr := func(when string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("/sys/class/net", nodeBridge, "address"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != want {
+			t.Fatalf("%s: bridge %s has address %s, want %s", when, nodeBridge, got, want)
+		}
+	}
+	bridgeAddr("with two pods")
+	const port, peer = "scribe-mac0", "scribe-mac1"
+	t.Cleanup(func() { _ = runQuiet("ip", "link", "del", port) })
+	for _, args := range [][]string{
+		{"link", "add", port, "address", "02:00:00:00:00:01", "type", "veth", "peer", "name", peer},
+		{"link", "set", port, "master", nodeBridge},
+		{"link", "set", port, "up"},
+	} {
+		if err := runQuiet("ip", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bridgeAddr("a port with a lower address joined")
+	if err := runQuiet("ip", "link", "del", port); err != nil {
+		t.Fatal(err)
+	}
+	bridgeAddr("that port left")
 }
 
 func podReady(p *corev1.Pod) bool {
