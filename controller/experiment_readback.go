@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -295,6 +296,9 @@ func (r *ExperimentReconciler) deliveries(ctx context.Context, comps []contract.
 		}
 		v := health.Delivery(u, src)
 		cs.Ready, cs.Message = v.State == health.Healthy, v.Message
+		if v.State == health.Pending && v.Reason == meta.DependencyNotReadyReason {
+			r.requestDependentReconcile(ctx, u, src)
+		}
 		out = append(out, cs)
 		switch {
 		case v.State == health.Failed && failed == "":
