@@ -165,8 +165,10 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		}
 		hwmBefore := procKiB(b, cmd.Process.Pid, "VmHWM:")
 
+		timeline := watchBurst(b, cfg, ns)
 		b.StartTimer()
 		start := time.Now()
+		timeline.begin(start)
 		profiles.startCPU()
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 16)
@@ -186,6 +188,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 				if err := admin.Create(ctx, w); err != nil {
 					b.Error(err)
 				}
+				timeline.created(w.Name)
 			}()
 		}
 		wg.Wait()
@@ -206,6 +209,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		profiles.finish(b)
+		b.Log(timeline.report())
 		hwm := procKiB(b, cmd.Process.Pid, "VmHWM:")
 		rss := procKiB(b, cmd.Process.Pid, "VmRSS:")
 		anon, file := procKiB(b, cmd.Process.Pid, "RssAnon:"), procKiB(b, cmd.Process.Pid, "RssFile:")
