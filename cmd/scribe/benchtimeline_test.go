@@ -28,7 +28,10 @@ type burstTimeline struct {
 	made  map[string]time.Time
 	first map[string]time.Time
 	done  map[string]time.Time
-	stop  context.CancelFunc
+	// writes counts the changes seen per Workload until its commit
+	// (resourceVersions: its creation included).
+	writes map[string]map[string]bool
+	stop   context.CancelFunc
 }
 
 // watchBurst starts watching ns's Workloads.
@@ -42,7 +45,7 @@ func watchBurst(b *testing.B, cfg *rest.Config, ns string) *burstTimeline {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	tl := &burstTimeline{made: map[string]time.Time{}, first: map[string]time.Time{}, done: map[string]time.Time{}, stop: cancel}
+	tl := &burstTimeline{made: map[string]time.Time{}, first: map[string]time.Time{}, done: map[string]time.Time{}, writes: map[string]map[string]bool{}, stop: cancel}
 	// The API server closes a watch whose reader falls behind a burst:
 	// then the list catches up and a new watch goes on from it.
 	rv, err := tl.list(ctx, c, ns)
@@ -93,6 +96,12 @@ func (tl *burstTimeline) observe(wl *scribev1.Workload) {
 	if _, seen := tl.first[wl.Name]; !seen && len(wl.Finalizers) > 0 {
 		tl.first[wl.Name] = now
 	}
+	if _, committed := tl.done[wl.Name]; !committed {
+		if tl.writes[wl.Name] == nil {
+			tl.writes[wl.Name] = map[string]bool{}
+		}
+		tl.writes[wl.Name][wl.ResourceVersion] = true
+	}
 	if _, seen := tl.done[wl.Name]; !seen && wl.Status.Revision != "" {
 		tl.done[wl.Name] = now
 	}
@@ -142,6 +151,15 @@ func (tl *burstTimeline) report() string {
 		at := func(q float64) time.Duration { return ds[int(q*float64(len(ds)-1))].Round(10 * time.Millisecond) }
 		return fmt.Sprintf("median %s, p90 %s, max %s", at(0.5), at(0.9), at(1))
 	}
-	return fmt.Sprintf("timeline from the burst's start: last created +%s, last first write (finalizer) +%s, last committed +%s; per Workload, created → first write: %s; created → committed: %s",
-		last(tl.made), last(tl.first), last(tl.done), spread(tl.first), spread(tl.done))
+	var writes []int
+	for _, rvs := range tl.writes {
+		writes = append(writes, len(rvs))
+	}
+	slices.Sort(writes)
+	perCR := "none"
+	if len(writes) > 0 {
+		perCR = fmt.Sprintf("median %d, max %d", writes[len(writes)/2], writes[len(writes)-1])
+	}
+	return fmt.Sprintf("timeline from the burst's start: last created +%s, last first write (finalizer) +%s, last committed +%s; per Workload, created → first write: %s; created → committed: %s; writes seen up to its commit, its creation included: %s",
+		last(tl.made), last(tl.first), last(tl.done), spread(tl.first), spread(tl.done), perCR)
 }
