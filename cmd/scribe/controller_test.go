@@ -186,24 +186,7 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 
 	// The controller's user holds exactly the generated ClusterRole.
 	const user = "scribe-controller-test"
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(data, &role); err != nil {
-		t.Fatalf("config/rbac/role.yaml: %v", err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	for _, o := range []client.Object{&role, binding} {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bindGeneratedRole(ctx, t, admin, user)
 	kubeconfig := userKubeconfig(t, env, envtest.User{Name: user})
 
 	// controller-runtime's global logger is set once per process, and
@@ -327,6 +310,30 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 // freePort returns 127.0.0.1:PORT of a port that was free a moment ago.
 // userKubeconfig adds user to env's API server and writes a kubeconfig
 // file for it.
+// bindGeneratedRole creates the generated ClusterRole
+// (config/rbac/role.yaml) and binds it to user, and to nobody else.
+func bindGeneratedRole(ctx context.Context, t testing.TB, admin client.Client, user string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatalf("config/rbac/role.yaml: %v", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scribe-test-" + strings.NewReplacer(":", "-").Replace(user)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, o := range []client.Object{&role, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func userKubeconfig(t testing.TB, env *envtest.Environment, user envtest.User) string {
 	t.Helper()
 	u, err := env.AddUser(user, nil)
