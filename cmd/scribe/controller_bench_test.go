@@ -168,6 +168,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		hwmBefore := procKiB(b, cmd.Process.Pid, "VmHWM:")
 
 		timeline := watchBurst(b, cfg, ns)
+		requestsBefore := readAPIRequests(ctx, b, cfg)
 		b.StartTimer()
 		start := time.Now()
 		timeline.begin(start)
@@ -210,8 +211,10 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
+		requests := readAPIRequests(ctx, b, cfg).since(requestsBefore, 8)
 		profiles.finish(b)
 		b.Log(timeline.report())
+		b.Logf("the API server served, from the burst's start until every Workload was committed, %s", requests)
 		hwm := procKiB(b, cmd.Process.Pid, "VmHWM:")
 		rss := procKiB(b, cmd.Process.Pid, "VmRSS:")
 		anon, file := procKiB(b, cmd.Process.Pid, "RssAnon:"), procKiB(b, cmd.Process.Pid, "RssFile:")
