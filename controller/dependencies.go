@@ -54,7 +54,8 @@ func dependenciesOf(ks *unstructured.Unstructured) []dependencyRef {
 // generation, no reconcile it was asked for is still unhandled, and every
 // dependency (deps, by dependsOn entry; nil when missing) is as
 // kustomize-controller requires it: Ready for its generation and, when it
-// reads the same source as ks, applied at the revision of src's artifact.
+// reads the same source as ks, applied at the revision of src's artifact
+// (src nil: unknown, so no such dependency counts).
 func decideDependencyRequest(ks, src *unstructured.Unstructured, deps map[dependencyRef]*unstructured.Unstructured) bool {
 	if ks == nil || len(deps) == 0 {
 		return false
@@ -69,7 +70,10 @@ func decideDependencyRequest(ks, src *unstructured.Unstructured, deps map[depend
 	if requested != "" && requested != handled {
 		return false // asked already; kustomize-controller has not got to it
 	}
-	revision, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")
+	var revision string
+	if src != nil {
+		revision, _, _ = unstructured.NestedString(src.Object, "status", "artifact", "revision")
+	}
 	for _, ref := range dependenciesOf(ks) {
 		dep := deps[ref]
 		if dep == nil || health.Delivery(dep, nil).State != health.Healthy {

@@ -53,36 +53,45 @@ func TestDecideDependencyRequestAsksOnlyWhenEveryDependencyIsAsKustomizeControll
 	a := dependencyRef{Namespace: "flux-system", Name: "a"}
 	b := dependencyRef{Namespace: "flux-system", Name: "b"}
 	tests := []struct {
-		name string
-		ks   *unstructured.Unstructured
-		deps map[dependencyRef]*unstructured.Unstructured
-		want bool
+		name  string
+		ks    *unstructured.Unstructured
+		deps  map[dependencyRef]*unstructured.Unstructured
+		noSrc bool
+		want  bool
 	}{
 		{"every dependency ready at the source's revision", ks("c", "repo", 1, waiting, dependsOn("a", "b")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev), b: readyDep("b", "repo", rev)}, true},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev), b: readyDep("b", "repo", rev)}, false, true},
 		{"a dependency applied an older revision of the same source", ks("c", "repo", 1, waiting, dependsOn("a", "b")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev), b: readyDep("b", "repo", "main@sha1:1111")}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev), b: readyDep("b", "repo", "main@sha1:1111")}, false, false},
 		{"a dependency of another source is judged by Ready alone", ks("c", "repo", 1, waiting, dependsOn("a")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "other", "main@sha1:9999")}, true},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "other", "main@sha1:9999")}, false, true},
 		{"a dependency not ready", ks("c", "repo", 1, waiting, dependsOn("a")),
-			map[dependencyRef]*unstructured.Unstructured{a: ks("a", "repo", 1, cond("False", "Progressing", 1))}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: ks("a", "repo", 1, cond("False", "Progressing", 1))}, false, false},
 		{"a dependency missing", ks("c", "repo", 1, waiting, dependsOn("a", "b")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev), b: nil}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev), b: nil}, false, false},
 		{"the component is ready already", ks("c", "repo", 1, cond("True", "ReconciliationSucceeded", 1), dependsOn("a")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false, false},
 		{"the component waits for another reason", ks("c", "repo", 1, cond("False", "Progressing", 1), dependsOn("a")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false, false},
 		{"its DependencyNotReady is about an older generation", ks("c", "repo", 2, waiting, dependsOn("a")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false, false},
 		{"a request made before is not handled yet", ks("c", "repo", 1, waiting, dependsOn("a"), annotated("t2", "t1")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false, false},
 		{"a request made before was handled", ks("c", "repo", 1, waiting, dependsOn("a"), annotated("t2", "t2")),
-			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, true},
-		{"no dependsOn", ks("c", "repo", 1, waiting), nil, false},
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, false, true},
+		{"no dependsOn", ks("c", "repo", 1, waiting), nil, false, false},
+		{"its source unknown: a dependency on the same source cannot be judged", ks("c", "repo", 1, waiting, dependsOn("a")),
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "repo", rev)}, true, false},
+		{"its source unknown: a dependency on another source is judged by Ready", ks("c", "repo", 1, waiting, dependsOn("a")),
+			map[dependencyRef]*unstructured.Unstructured{a: readyDep("a", "other", rev)}, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := decideDependencyRequest(tt.ks, src, tt.deps); got != tt.want {
+			source := src
+			if tt.noSrc {
+				source = nil
+			}
+			if got := decideDependencyRequest(tt.ks, source, tt.deps); got != tt.want {
 				t.Errorf("decideDependencyRequest = %v, want %v", got, tt.want)
 			}
 		})
