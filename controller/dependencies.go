@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -50,9 +47,9 @@ func dependenciesOf(ks *unstructured.Unstructured) []dependencyRef {
 }
 
 // decideDependencyRequest reports whether to ask kustomize-controller to
-// reconcile ks now: ks is Ready=False with DependencyNotReady for its
-// generation, no reconcile it was asked for is still unhandled, and every
-// dependency (deps, by dependsOn entry; nil when missing) is as
+// reconcile ks now: its delivery verdict (health.Delivery) is
+// DependencyNotReady, no reconcile it was asked for is still unhandled,
+// and every dependency (deps, by dependsOn entry; nil when missing) is as
 // kustomize-controller requires it: Ready for its generation and, when it
 // reads the same source as ks, applied at the revision of src's artifact
 // (src nil: unknown, so no such dependency counts).
@@ -60,9 +57,7 @@ func decideDependencyRequest(ks, src *unstructured.Unstructured, deps map[depend
 	if ks == nil || len(deps) == 0 {
 		return false
 	}
-	ready := readyCondition(ks)
-	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != meta.DependencyNotReadyReason ||
-		(ready.ObservedGeneration != 0 && ready.ObservedGeneration != ks.GetGeneration()) {
+	if v := health.Delivery(ks, src); v.State != health.Pending || v.Reason != meta.DependencyNotReadyReason {
 		return false
 	}
 	requested := ks.GetAnnotations()[meta.ReconcileRequestAnnotation]
@@ -89,35 +84,23 @@ func decideDependencyRequest(ks, src *unstructured.Unstructured, deps map[depend
 	return true
 }
 
-// readyCondition is u's Ready condition, or nil.
-func readyCondition(u *unstructured.Unstructured) *metav1.Condition {
-	list, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	var conds []metav1.Condition
-	for _, item := range list {
-		m, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
-			conds = append(conds, c)
-		}
-	}
-	return apimeta.FindStatusCondition(conds, meta.ReadyCondition)
-}
-
 // sameSource reports whether two Kustomizations read one source.
 func sameSource(a, b *unstructured.Unstructured) bool {
-	ref := func(u *unstructured.Unstructured) [3]string {
-		kind, _, _ := unstructured.NestedString(u.Object, "spec", "sourceRef", "kind")
-		name, _, _ := unstructured.NestedString(u.Object, "spec", "sourceRef", "name")
-		ns, _, _ := unstructured.NestedString(u.Object, "spec", "sourceRef", "namespace")
-		if ns == "" {
-			ns = u.GetNamespace()
-		}
-		return [3]string{kind, ns, name}
+	return sourceRefOf(a) == sourceRefOf(b)
+}
+
+// sourceRef is the Flux source a Kustomization's spec.sourceRef names.
+type sourceRef struct{ Kind, Namespace, Name string }
+
+// sourceRefOf reads ks's spec.sourceRef, its namespace defaulting to ks's.
+func sourceRefOf(ks *unstructured.Unstructured) (ref sourceRef) {
+	ref.Kind, _, _ = unstructured.NestedString(ks.Object, "spec", "sourceRef", "kind")
+	ref.Name, _, _ = unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
+	ref.Namespace, _, _ = unstructured.NestedString(ks.Object, "spec", "sourceRef", "namespace")
+	if ref.Namespace == "" {
+		ref.Namespace = ks.GetNamespace()
 	}
-	return ref(a) == ref(b)
+	return ref
 }
 
 // requestDependentReconcile asks kustomize-controller to reconcile the

@@ -330,16 +330,11 @@ func subjectOf(id scribev1.ObjectIdentity) string {
 
 // source reads the Flux source a Kustomization names, or nil.
 func (r *ExperimentReconciler) source(ctx context.Context, ks *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	kind, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "kind")
-	name, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
-	ns, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "namespace")
-	if kind == "" || name == "" {
+	ref := sourceRefOf(ks)
+	if ref.Kind == "" || ref.Name == "" {
 		return nil, nil
 	}
-	if ns == "" {
-		ns = ks.GetNamespace()
-	}
-	return r.get(ctx, scribev1.ObjectIdentity{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: kind, Namespace: ns, Name: name})
+	return r.get(ctx, scribev1.ObjectIdentity{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name})
 }
 
 // readBack reads one rendered object and judges its own status; a missing
