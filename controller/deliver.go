@@ -26,6 +26,9 @@ type deliveryJob struct {
 	// ResourceVersion is the CR's as the reconcile read (or last wrote)
 	// it (DeliveryConfirmIntent).
 	ResourceVersion string
+	// Written is the CR as the API server answered the reconcile's last
+	// write of it (zero: none); see writeWitnesses.
+	Written LiveObject
 	// Change is the render's commit (DeliveryCommit, DeliveryPropose) and
 	// Sync its applier object, nudged after the commit.
 	Change publish.Change
@@ -101,7 +104,7 @@ func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deli
 		if to == nil {
 			to = t
 		}
-		res, err := p.Publish(ctx, to, job.UID, job.Change, job.Sync)
+		res, err := p.Publish(ctx, to, job.UID, job.Change, job.Sync, job.Written)
 		d := delivered{Result: res}
 		if err == nil && job.CloseProposal != "" && t.PullRequests() {
 			note := fmt.Sprintf("Closed by Scribe: %s was committed directly to %s as %s; merging this pull request would bring back what it undid.",
@@ -111,7 +114,7 @@ func (p *Publisher) deliver(ctx context.Context, kind DeliveryStepKind, job deli
 		return d, err
 	case DeliveryPropose:
 		// Nothing is proposed for a CR being deleted either.
-		if err := p.mayPublish(ctx, job.UID, job.Change); err != nil {
+		if err := p.mayPublish(ctx, job.UID, job.Change, job.Written); err != nil {
 			return delivered{}, err
 		}
 		prop, err := p.Propose(ctx, t, job.Change, job.Evidence)

@@ -313,7 +313,7 @@ func (r *ExperimentReconciler) progress(ctx context.Context, e *scribev1.Experim
 					return r.fail(e, err)
 				}
 			}
-			job := deliveryJob{Target: t, Source: src, UID: e.UID, ResourceVersion: e.ResourceVersion, Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
+			job := deliveryJob{Target: t, Source: src, UID: e.UID, ResourceVersion: e.ResourceVersion, Written: patcher.Written(), Change: r.change(e, bundle), Sync: bundle.Sync, Head: headOf(st.PullRequest)}
 			if act.Kind == ExperimentPropose {
 				job.Evidence = stageEvidence(e)
 			}

@@ -61,7 +61,7 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 		return ctrl.Result{}, err
 	}
 	if !rm.committed {
-		res, err := p.Publish(ctx, t, obj.GetUID(), publish.DeleteFor(src, obj.GetGeneration()), sync)
+		res, err := p.Publish(ctx, t, obj.GetUID(), publish.DeleteFor(src, obj.GetGeneration()), sync, LiveObject{})
 		if err != nil {
 			return fail(obj, err)
 		}

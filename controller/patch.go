@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 // statusPatcher writes what a reconcile changed on a Scribe object, as
@@ -34,6 +35,9 @@ import (
 type statusPatcher struct {
 	c      client.Client
 	before object
+	// written is the object as the API server answered this patcher's
+	// last write (Known false: nothing written yet).
+	written LiveObject
 }
 
 func newStatusPatcher(obj object, c client.Client) *statusPatcher {
@@ -67,6 +71,7 @@ func (p *statusPatcher) Patch(ctx context.Context, obj object) error {
 			return fmt.Errorf("patch metadata of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 		}
 		obj.SetResourceVersion(to.GetResourceVersion())
+		p.written = liveFromAnswer(to)
 	}
 	if !equality.Semantic.DeepEqual(statusBefore, statusAfter) {
 		if err := p.patchStatus(ctx, obj, gvk, statusBefore, statusAfter); err != nil {
@@ -146,5 +151,19 @@ func (p *statusPatcher) sendStatus(ctx context.Context, obj object, gvk schema.G
 		return err
 	}
 	obj.SetResourceVersion(to.GetResourceVersion())
+	p.written = liveFromAnswer(to)
 	return nil
+}
+
+// Written is the object as the API server answered the patcher's last
+// write in this reconcile (Known false: none was made).
+func (p *statusPatcher) Written() LiveObject { return p.written }
+
+// liveFromAnswer is what a write's answer says of the object as the API server
+// has it: at least as fresh as an uncached read made before the write.
+func liveFromAnswer(o client.Object) LiveObject {
+	return LiveObject{
+		Known: true, Found: true, UID: o.GetUID(), Deleting: !o.GetDeletionTimestamp().IsZero(),
+		ResourceVersion: o.GetResourceVersion(), Finalized: controllerutil.ContainsFinalizer(o, Finalizer),
+	}
 }

@@ -228,14 +228,16 @@ const tracerName = "github.com/scribe-gitops/scribe/controller"
 // Publish writes the change of the custom resource uid and asks the
 // applier to reconcile now. The custom resource's publishes are made one
 // at a time, and none after its removal (see removals.go): a write that
-// comes after is refused with ReasonDeleting.
-func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c publish.Change, sync scribev1.ObjectIdentity) (publish.Result, error) {
+// comes after is refused with ReasonDeleting. written is the custom
+// resource as the API server answered the reconcile's own last write of
+// it (zero: none), which may spare the uncached read (writeWitnesses).
+func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c publish.Change, sync scribev1.ObjectIdentity, written LiveObject) (publish.Result, error) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "publish", trace.WithAttributes(
 		attribute.String("scribe.object", publish.ObjectRef(c.Source)), attribute.Bool("scribe.delete", c.Delete)))
 	defer span.End()
 	unlock := p.order.lock(uid)
 	defer unlock()
-	if err := p.mayPublish(ctx, uid, c); err != nil {
+	if err := p.mayPublish(ctx, uid, c, written); err != nil {
 		span.RecordError(err)
 		return publish.Result{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/publish"
@@ -42,6 +43,8 @@ type LiveObject struct {
 	UID             types.UID
 	Deleting        bool
 	ResourceVersion string
+	// Finalized says it carries Scribe's finalizer.
+	Finalized bool
 }
 
 // PublishFacts is what is known, right before a commit, of the custom
@@ -163,17 +166,36 @@ func (o *publishOrder) isRemoved(uid types.UID) bool {
 	return ok
 }
 
+// writeWitnesses reports whether written, the object as the API server
+// answered a write of the reconcile that publishes, may stand in for the
+// uncached read before a write: it is the object the reconcile read (its
+// UID), was not being deleted, and carries Scribe's finalizer. Such an
+// object can only go through Scribe's finalize, whose removal is
+// published under the object's publish lock, after the write holding it;
+// a deletion that started after the answer is therefore committed after
+// this write, as when it starts after an uncached read. It saves a new
+// custom resource's reconcile (which has just written the finalizer) one
+// request to the API server.
+func writeWitnesses(uid types.UID, written LiveObject) bool {
+	return uid != "" && written.Known && written.Found && written.UID == uid && !written.Deleting && written.Finalized
+}
+
 // mayPublish gathers the facts DecidePublish needs (the object is read
-// from the API server only for a write without a tombstone) and refuses
-// the change with ReasonDeleting when it says no.
-func (p *Publisher) mayPublish(ctx context.Context, uid types.UID, c publish.Change) error {
+// from the API server only for a write without a tombstone, unless the
+// reconcile's own write answered for it: written, see writeWitnesses)
+// and refuses the change with ReasonDeleting when it says no.
+func (p *Publisher) mayPublish(ctx context.Context, uid types.UID, c publish.Change, written LiveObject) error {
 	f := PublishFacts{UID: uid, Delete: c.Delete, Removed: p.order.isRemoved(uid)}
 	if !f.Delete && !f.Removed && p.Reader != nil {
-		live, err := p.live(ctx, c.Source)
-		if err != nil {
-			return err
+		if writeWitnesses(uid, written) {
+			f.Live = written
+		} else {
+			live, err := p.live(ctx, c.Source)
+			if err != nil {
+				return err
+			}
+			f.Live = live
 		}
-		f.Live = live
 	}
 	if ok, why := DecidePublish(f); !ok {
 		return &reasonError{reason: ReasonDeleting, err: fmt.Errorf("not publishing %s: %s", publish.ObjectRef(c.Source), why)}
@@ -195,5 +217,6 @@ func (p *Publisher) live(ctx context.Context, src scribev1.ObjectIdentity) (Live
 		}
 		return LiveObject{}, fmt.Errorf("read %s from the API server: %w", publish.ObjectRef(src), err)
 	}
-	return LiveObject{Known: true, Found: true, UID: m.GetUID(), Deleting: !m.GetDeletionTimestamp().IsZero(), ResourceVersion: m.GetResourceVersion()}, nil
+	return LiveObject{Known: true, Found: true, UID: m.GetUID(), Deleting: !m.GetDeletionTimestamp().IsZero(), ResourceVersion: m.GetResourceVersion(),
+		Finalized: controllerutil.ContainsFinalizer(m, Finalizer)}, nil
 }

@@ -42,6 +42,36 @@ func TestDecidePublishRefusesWritesAfterTheRemoval(t *testing.T) {
 	}
 }
 
+// TestAWriteAnswerStandsInForTheLiveReadOnlyWhenTheFinalizerHoldsTheObject:
+// the answer to the reconcile's own write spares the uncached read only
+// when it is the object read, not being deleted, and holds Scribe's
+// finalizer (so its removal must come through Scribe, after the write).
+func TestAWriteAnswerStandsInForTheLiveReadOnlyWhenTheFinalizerHoldsTheObject(t *testing.T) {
+	const uid = types.UID("1111")
+	held := LiveObject{Known: true, Found: true, UID: uid, Finalized: true}
+	with := func(f func(*LiveObject)) LiveObject { o := held; f(&o); return o }
+	for _, tt := range []struct {
+		name    string
+		uid     types.UID
+		written LiveObject
+		want    bool
+	}{
+		{"the finalizer just written", uid, held, true},
+		{"no write in this reconcile", uid, LiveObject{}, false},
+		{"the object read has no known UID", "", held, false},
+		{"the answer is another object of that name", uid, with(func(o *LiveObject) { o.UID = "2222" }), false},
+		{"the answer shows a deletion", uid, with(func(o *LiveObject) { o.Deleting = true }), false},
+		{"the answer has no Scribe finalizer", uid, with(func(o *LiveObject) { o.Finalized = false }), false},
+		{"the answer says it is gone", uid, LiveObject{Known: true}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := writeWitnesses(tt.uid, tt.written); got != tt.want {
+				t.Fatalf("writeWitnesses = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestPublishOrderRunsOneObjectsPublishesOneAtATime: a publish of an
 // object waits for the one in flight (its removal waits for a write's
 // commit); other objects do not wait; a removal leaves a tombstone.

@@ -175,7 +175,7 @@ func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload,
 			bundle = b
 			obs.Rendered = &Rendered{Digest: b.Digest, Generated: generated(t, b)}
 		case RolloutConfirmIntent, RolloutCommit, RolloutPropose, RolloutReadPullRequest:
-			job := deliveryJob{Target: t, Source: src, UID: w.UID, ResourceVersion: w.ResourceVersion, Head: headOf(st.PullRequest),
+			job := deliveryJob{Target: t, Source: src, UID: w.UID, ResourceVersion: w.ResourceVersion, Written: patcher.Written(), Head: headOf(st.PullRequest),
 				MergedSync: func() (scribev1.ObjectIdentity, error) {
 					return r.Publisher.syncIdentity(t, st.GeneratedResources, src)
 				}}
