@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -65,7 +66,7 @@ func (s *Stack) startGateway(ctx context.Context) error {
 		if err := s.startTraefik(ctx); err != nil {
 			return err
 		}
-		go s.writeRouteStatus(ctx)
+		go s.writeRouteStatus(ctx, s.Client)
 		return nil
 	}
 	gc := gatewayObject("GatewayClass")
@@ -99,7 +100,19 @@ func (s *Stack) startGateway(ctx context.Context) error {
 	if err := s.Client.Status().Update(ctx, gw); err != nil {
 		return fmt.Errorf("write the status of Gateway %s/%s: %w", GatewayNamespace, GatewayName, err)
 	}
-	go s.writeRouteStatus(ctx)
+	// An implementation reads routes, Gateways and Services from its
+	// informers, not from the API server on every pass: with hundreds of
+	// routes, uncached reads every 250 ms were most of the API server's
+	// requests during a scale run.
+	informers, err := cache.New(s.Config, cache.Options{Scheme: s.Client.Scheme()})
+	if err != nil {
+		return fmt.Errorf("the gateway's informers: %w", err)
+	}
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		return fmt.Errorf("the gateway's informers did not sync")
+	}
+	go s.writeRouteStatus(ctx, informers)
 	return nil
 }
 
@@ -109,11 +122,12 @@ func condition(typ, status, reason, msg string, gen int64, now string) map[strin
 }
 
 // writeRouteStatus brings every HTTPRoute's status up to date every 250 ms
-// (a Service a route points at may arrive after the route). A backend seen
+// (a Service a route points at may arrive after the route), reading
+// routes, Gateways and Services through rd. A backend seen
 // missing is reported only once it has been missing for 2 s: an applier
 // creates a route's Services in the same apply, and an implementation's
 // informer may see the route first.
-func (s *Stack) writeRouteStatus(ctx context.Context) {
+func (s *Stack) writeRouteStatus(ctx context.Context, rd client.Reader) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	missingSince := map[types.UID]time.Time{}
@@ -131,11 +145,11 @@ func (s *Stack) writeRouteStatus(ctx context.Context) {
 			s.ingressStatus(ctx)
 			continue
 		}
-		if err := s.Client.List(ctx, list); err != nil {
+		if err := rd.List(ctx, list); err != nil {
 			continue
 		}
 		for i := range list.Items {
-			if err := s.routeStatus(ctx, &list.Items[i], missingSince); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			if err := s.routeStatus(ctx, rd, &list.Items[i], missingSince); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				s.logf("gateway: route status of %s/%s: %v", list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
 			}
 		}
@@ -175,7 +189,7 @@ func publishIngresses(ctx context.Context, c client.Client, ip string, logf func
 
 // routeStatus writes the status.parents entries of the parentRefs that
 // name a Gateway of our class; other controllers' entries are kept.
-func (s *Stack) routeStatus(ctx context.Context, r *unstructured.Unstructured, missingSince map[types.UID]time.Time) error {
+func (s *Stack) routeStatus(ctx context.Context, rd client.Reader, r *unstructured.Unstructured, missingSince map[types.UID]time.Time) error {
 	gen := r.GetGeneration()
 	refs, _, _ := unstructured.NestedSlice(r.Object, "spec", "parentRefs")
 	old, _, _ := unstructured.NestedSlice(r.Object, "status", "parents")
@@ -190,7 +204,7 @@ func (s *Stack) routeStatus(ctx context.Context, r *unstructured.Unstructured, m
 		key, _ := json.Marshal(pm["parentRef"])
 		mine[string(key)] = pm
 	}
-	resolved, why := s.backendsResolve(ctx, r)
+	resolved, why := backendsResolve(ctx, rd, r)
 	if resolved {
 		delete(missingSince, r.GetUID())
 	} else {
@@ -205,7 +219,7 @@ func (s *Stack) routeStatus(ctx context.Context, r *unstructured.Unstructured, m
 	now := metav1.Now().UTC().Format(time.RFC3339)
 	for _, ref := range refs {
 		rm, _ := ref.(map[string]any)
-		if !s.ourGateway(ctx, r.GetNamespace(), rm) {
+		if !ourGateway(ctx, rd, r.GetNamespace(), rm) {
 			continue
 		}
 		refsCond := condition("ResolvedRefs", "True", "ResolvedRefs", "Resolved all the object references for the route", gen, now)
@@ -256,7 +270,7 @@ func keepTransitionTimes(conds []any, prev any) {
 }
 
 // ourGateway says whether a parentRef names a Gateway of our class.
-func (s *Stack) ourGateway(ctx context.Context, routeNS string, ref map[string]any) bool {
+func ourGateway(ctx context.Context, rd client.Reader, routeNS string, ref map[string]any) bool {
 	if g, _ := ref["group"].(string); g != "" && g != gatewayGroup {
 		return false
 	}
@@ -269,7 +283,7 @@ func (s *Stack) ourGateway(ctx context.Context, routeNS string, ref map[string]a
 	}
 	name, _ := ref["name"].(string)
 	gw := gatewayObject("Gateway")
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, gw); err != nil {
+	if err := rd.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, gw); err != nil {
 		return false
 	}
 	class, _, _ := unstructured.NestedString(gw.Object, "spec", "gatewayClassName")
@@ -277,7 +291,7 @@ func (s *Stack) ourGateway(ctx context.Context, routeNS string, ref map[string]a
 }
 
 // backendsResolve says whether every Service backendRef of the route exists.
-func (s *Stack) backendsResolve(ctx context.Context, r *unstructured.Unstructured) (bool, string) {
+func backendsResolve(ctx context.Context, rd client.Reader, r *unstructured.Unstructured) (bool, string) {
 	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
 	for _, rule := range rules {
 		rm, _ := rule.(map[string]any)
@@ -295,7 +309,7 @@ func (s *Stack) backendsResolve(ctx context.Context, r *unstructured.Unstructure
 			svc := &unstructured.Unstructured{}
 			svc.SetAPIVersion("v1")
 			svc.SetKind("Service")
-			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			if err := rd.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
 				return false, fmt.Sprintf("Service %q not found in namespace %q", name, ns)
 			}
 		}
