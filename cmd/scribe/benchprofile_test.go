@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // benchProfiles is where a benchmark of the controller process keeps the
@@ -16,7 +19,9 @@ import (
 // process is started with --pprof-bind-address. The CPU profile covers
 // SCRIBE_BENCH_PROFILE_SECONDS (10 by default) from the burst's start; the
 // heap profile (in use and allocated) is taken when every CR is
-// committed. Read them with `go tool pprof`.
+// committed. The API server's CPU profile (its /debug/pprof, read with
+// the benchmark's admin credentials) covers the same seconds. Read them
+// with `go tool pprof`.
 type benchProfiles struct {
 	dir, addr string
 	seconds   int
@@ -47,14 +52,26 @@ func (p *benchProfiles) args() []string {
 	return []string{"--pprof-bind-address", p.addr}
 }
 
-// startCPU starts the CPU profile in the background.
-func (p *benchProfiles) startCPU() {
+// startCPU starts the CPU profiles of the controller and of the API
+// server cfg reaches in the background.
+func (p *benchProfiles) startCPU(cfg *rest.Config) {
 	if p == nil {
 		return
 	}
-	p.cpu = make(chan error, 1)
+	p.cpu = make(chan error, 2)
+	timeout := time.Duration(p.seconds+30) * time.Second
+	query := fmt.Sprintf("profile?seconds=%d", p.seconds)
 	go func() {
-		p.cpu <- p.save(fmt.Sprintf("profile?seconds=%d", p.seconds), "cpu.pprof", time.Duration(p.seconds+30)*time.Second)
+		p.cpu <- p.saveFrom(&http.Client{Timeout: timeout}, "http://"+p.addr, query, "cpu.pprof")
+	}()
+	go func() {
+		c, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			p.cpu <- err
+			return
+		}
+		c.Timeout = timeout
+		p.cpu <- p.saveFrom(c, cfg.Host, query, "apiserver-cpu.pprof")
 	}()
 }
 
@@ -63,18 +80,20 @@ func (p *benchProfiles) finish(b *testing.B) {
 	if p == nil {
 		return
 	}
-	if err := p.save("heap", "heap.pprof", 30*time.Second); err != nil {
+	if err := p.saveFrom(&http.Client{Timeout: 30 * time.Second}, "http://"+p.addr, "heap", "heap.pprof"); err != nil {
 		b.Error(err)
 	}
-	if err := <-p.cpu; err != nil {
-		b.Error(err)
+	for range 2 {
+		if err := <-p.cpu; err != nil {
+			b.Error(err)
+		}
 	}
-	b.Logf("the controller's profiles are in %s (cpu.pprof: the burst's first %d s; heap.pprof: at the end)", p.dir, p.seconds)
+	b.Logf("the profiles are in %s (cpu.pprof and apiserver-cpu.pprof: the burst's first %d s; heap.pprof: the controller's, at the end)", p.dir, p.seconds)
 }
 
-func (p *benchProfiles) save(path, file string, timeout time.Duration) error {
-	c := &http.Client{Timeout: timeout}
-	resp, err := c.Get("http://" + p.addr + "/debug/pprof/" + path)
+// saveFrom writes what base's /debug/pprof/path serves through c to file.
+func (p *benchProfiles) saveFrom(c *http.Client, base, path, file string) error {
+	resp, err := c.Get(strings.TrimSuffix(base, "/") + "/debug/pprof/" + path)
 	if err != nil {
 		return fmt.Errorf("profile %s: %w", path, err)
 	}

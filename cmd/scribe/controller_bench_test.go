@@ -172,7 +172,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		timeline.begin(start)
-		profiles.startCPU()
+		profiles.startCPU(cfg)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 16)
 		for j := range n {
