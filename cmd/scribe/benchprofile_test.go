@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
