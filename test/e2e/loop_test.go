@@ -44,8 +44,10 @@ func startScribe(t *testing.T, s *Stack, opts ...controller.Options) {
 		t.Fatal(err)
 	}
 	skip := true // several managers run in one test process
+	// The cache is the command's (managedFields dropped, only rendered
+	// Deployments and Pods).
 	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Cache: controller.CacheOptions(nil), Controller: config.Controller{SkipNameValidation: &skip},
 		Logger:     zap.New(zap.WriteTo(logFile(t, s, "scribe")))})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
 )
 
 // gitObjects describes how a bare repository stores its objects, as
@@ -196,7 +197,9 @@ func TestBenchLoopScale(t *testing.T) {
 	}
 	ctx := context.Background()
 	ns := "scale"
-	s := newLoop(t, ns)
+	// Scribe runs with the command's defaults (workers, polls), not the
+	// loop tests' four workers.
+	s := newLoop(t, ns, controller.Options{})
 	have := 0
 	for _, n := range sizes {
 		watchCtx, stopWatch := context.WithCancel(ctx)
