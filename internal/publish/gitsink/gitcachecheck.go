@@ -194,7 +194,7 @@ func resetGitStore(dir, url string) (*git.Repository, error) {
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, fmt.Errorf("reset git cache %s: %w", dir, err)
 	}
-	repo, err = git.PlainOpen(dir)
+	repo, err = openCache(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open git cache %s: %w", dir, err)
 	}

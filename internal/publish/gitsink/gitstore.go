@@ -12,15 +12,18 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/scribe-gitops/scribe/internal/credurl"
@@ -77,13 +80,28 @@ func (s *gitStore) reset() error {
 
 const remoteName = "origin"
 
+// objectCacheSize bounds the decoded objects a cache keeps in memory
+// (go-git's own default, for PlainOpen, is 96 MiB per repository). Each
+// Repository's URL has its own cache, so the default let a few
+// repositories, or one large sync index rewritten by every commit, hold
+// hundreds of MiB: 10,000 Workloads left 67 MB of objects in it.
+const objectCacheSize = 16 * cache.MiByte
+
+// openCache opens the bare repository at dir with a bounded object cache.
+func openCache(dir string) (*git.Repository, error) {
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
+		return nil, git.ErrRepositoryNotExists
+	}
+	return git.Open(filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRU(objectCacheSize)), nil)
+}
+
 // openGitStore opens the cache at dir, checking it first (see checkCache):
 // a cache that is absent, unusable or broken (a process killed while it
 // wrote) is replaced by an empty one, so it is fetched again rather than
 // failing every publish from now on. The caller holds the cache's lock.
 func openGitStore(dir, url string, ep *transport.Endpoint, tr transport.Transport) (*gitStore, error) {
 	sweepCache(dir)
-	repo, err := git.PlainOpen(dir)
+	repo, err := openCache(dir)
 	if err == nil {
 		err = checkCache(dir, url, repo)
 	}
