@@ -82,7 +82,7 @@ test-e2e: loop-assets ## Run only the end-to-end tests through the real loop.
 	SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -v -parallel $(E2E_PARALLEL) -timeout 60m ./test/e2e/
 
 .PHONY: bench-e2e
-bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR change -> applied, with and without the reconcile request; canary step), the real node's (pod create -> Ready; CR change -> pods Ready beside kwok; RSS), and a 20-step canary's commit -> route accepted -> analysis passed -> next commit on the real node (Traefik) and on kwok, with Traefik's and Prometheus' RSS.
+bench-e2e: loop-assets ## Measure the loop's latencies over 20 changes (CR change -> applied, with and without the reconcile request; canary step), the real node's (pod create -> Ready; CR change -> pods Ready beside kwok; RSS), a 20-step canary's commit -> route accepted -> analysis passed -> next commit on the real node (Traefik) and on kwok, with Traefik's and Prometheus' RSS, Argo CD's repo-server and application-controller CPU per commit, and at SCRIBE_BENCH_SCALE sizes (default 100,250,500) the bring-up through Flux stage by stage, a CR change's latency and Flux's CPU per commit beyond its background.
 	@# The whole output goes to bench-e2e.log; RESULT lines and failures are shown.
 	SCRIBE_E2E=1 SCRIBE_BENCH_E2E=1 go test -count=1 -v -timeout 150m -run '^(TestBenchLoop(Latency|Scale)|TestBenchNode|TestBenchCanaryStep)$$' ./test/e2e/ 2>&1 | tee bench-e2e.log | grep -E 'RESULT|--- |timed out|^(ok|FAIL)'
 

@@ -110,7 +110,13 @@ func TestBenchLoopLatency(t *testing.T) {
 	t.Run("canary-step", func(t *testing.T) { benchCanarySteps(t, scribev1.ApplierFlux, n) })
 	t.Run("argocd", func(t *testing.T) {
 		s := newLoopWith(t, scribev1.ApplierArgoCD, "bench")
-		t.Logf("RESULT CR change -> Argo CD Synced at Scribe's commit and Healthy (Application refreshed): %s", stats(changeToApplied(t, s, "bench", n)))
+		rs0, ac0 := s.cpuSeconds("argocd-repo-server"), s.cpuSeconds("argocd-application-controller")
+		lat := changeToApplied(t, s, "bench", n)
+		t.Logf("RESULT CR change -> Argo CD Synced at Scribe's commit and Healthy (Application refreshed): %s", stats(lat))
+		// The Workload's creation is in the window too: one commit more.
+		per := float64(len(lat) + 1)
+		t.Logf("RESULT Argo CD per Scribe commit (mean of %d): argocd-repo-server %.2f CPU-s, argocd-application-controller %.2f CPU-s",
+			len(lat)+1, (s.cpuSeconds("argocd-repo-server")-rs0)/per, (s.cpuSeconds("argocd-application-controller")-ac0)/per)
 		logRSS(t, s)
 	})
 	t.Run("argocd-canary-step", func(t *testing.T) { benchCanarySteps(t, scribev1.ApplierArgoCD, n) })

@@ -47,7 +47,8 @@ func startScribe(t *testing.T, s *Stack, opts ...controller.Options) {
 	// The cache is the command's (managedFields dropped, only rendered
 	// Deployments and Pods).
 	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: controller.CacheOptions(nil), Controller: config.Controller{SkipNameValidation: &skip},
+		Cache:      controller.CacheOptions(nil),
+		Controller: config.Controller{SkipNameValidation: &skip},
 		Logger:     zap.New(zap.WriteTo(logFile(t, s, "scribe")))})
 	if err != nil {
 		t.Fatal(err)
