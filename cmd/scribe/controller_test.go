@@ -307,9 +307,6 @@ func TestControllerRunsWithItsRoleAndStopsOnCancel(t *testing.T) {
 	}
 }
 
-// freePort returns 127.0.0.1:PORT of a port that was free a moment ago.
-// userKubeconfig adds user to env's API server and writes a kubeconfig
-// file for it.
 // bindGeneratedRole creates the generated ClusterRole
 // (config/rbac/role.yaml) and binds it to user, and to nobody else.
 func bindGeneratedRole(ctx context.Context, t testing.TB, admin client.Client, user string) {
@@ -334,6 +331,8 @@ func bindGeneratedRole(ctx context.Context, t testing.TB, admin client.Client, u
 	}
 }
 
+// userKubeconfig adds user to env's API server and writes a kubeconfig
+// file for it.
 func userKubeconfig(t testing.TB, env *envtest.Environment, user envtest.User) string {
 	t.Helper()
 	u, err := env.AddUser(user, nil)
@@ -351,6 +350,7 @@ func userKubeconfig(t testing.TB, env *envtest.Environment, user envtest.User) s
 	return kubeconfig
 }
 
+// freePort returns 127.0.0.1:PORT of a port that was free a moment ago.
 func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

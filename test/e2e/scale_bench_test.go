@@ -124,23 +124,38 @@ func (s *Stack) kustomizeIdle(ctx context.Context, limit time.Duration) bool {
 	return false
 }
 
-// fluxRates are what Flux does per second: Kustomization reconciles and
-// the CPU-seconds of kustomize-controller and source-controller.
-type fluxRates struct{ reconciles, kc, sc float64 }
+// fluxWork is what Flux has done so far (or per second, as a rate):
+// Kustomization reconciles and the CPU-seconds of kustomize-controller and
+// source-controller.
+type fluxWork struct{ reconciles, kc, sc float64 }
+
+// fluxDone reads fluxWork from the controllers' metrics and /proc.
+func (s *Stack) fluxDone(ctx context.Context) fluxWork {
+	r, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
+	return fluxWork{reconciles: r, kc: s.cpuSeconds("kustomize-controller"), sc: s.cpuSeconds("source-controller")}
+}
+
+// beyond is the work done from w0 to w beyond a background rate over
+// seconds (never below zero).
+func (w fluxWork) beyond(w0, rate fluxWork, seconds float64) fluxWork {
+	return fluxWork{
+		reconciles: max(0, w.reconciles-w0.reconciles-rate.reconciles*seconds),
+		kc:         max(0, w.kc-w0.kc-rate.kc*seconds),
+		sc:         max(0, w.sc-w0.sc-rate.sc*seconds),
+	}
+}
 
 // fluxBackground measures Flux's rates over a window in which nothing is
 // changed: the sources and Kustomizations reconciling on their intervals.
-func (s *Stack) fluxBackground(ctx context.Context, window time.Duration) fluxRates {
-	r0, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
-	k0, s0 := s.cpuSeconds("kustomize-controller"), s.cpuSeconds("source-controller")
-	start := time.Now()
+func (s *Stack) fluxBackground(ctx context.Context, window time.Duration) fluxWork {
+	w0, start := s.fluxDone(ctx), time.Now()
 	select {
 	case <-ctx.Done():
 	case <-time.After(window):
 	}
 	d := time.Since(start).Seconds()
-	r1, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
-	return fluxRates{reconciles: (r1 - r0) / d, kc: (s.cpuSeconds("kustomize-controller") - k0) / d, sc: (s.cpuSeconds("source-controller") - s0) / d}
+	w := s.fluxDone(ctx).beyond(w0, fluxWork{}, 0)
+	return fluxWork{reconciles: w.reconciles / d, kc: w.kc / d, sc: w.sc / d}
 }
 
 func scaleWorkload(ns string, i int) *scribev1.Workload {
@@ -250,8 +265,7 @@ func TestBenchLoopScale(t *testing.T) {
 			for i := range changes {
 				name := fmt.Sprintf("svc-%04d", (i*7919+round*104729)%n)
 				key := types.NamespacedName{Namespace: ns, Name: name}
-				r0, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
-				k0, s0 := s.cpuSeconds("kustomize-controller"), s.cpuSeconds("source-controller")
+				w0 := s.fluxDone(ctx)
 				var prev string
 				begin := time.Now()
 				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -300,11 +314,8 @@ func TestBenchLoopScale(t *testing.T) {
 				// The change's own work is done once the queue drains, or
 				// after 20 s at most; the background is taken off.
 				s.kustomizeIdle(ctx, 20*time.Second)
-				took := time.Since(begin).Seconds()
-				r1, _ := s.metric(ctx, "kustomize-controller", "controller_runtime_reconcile_total", `controller="kustomization"`)
-				recs = append(recs, max(0, r1-r0-idle.reconciles*took))
-				kcCPU = append(kcCPU, max(0, s.cpuSeconds("kustomize-controller")-k0-idle.kc*took))
-				scCPU = append(scCPU, max(0, s.cpuSeconds("source-controller")-s0-idle.sc*took))
+				w := s.fluxDone(ctx).beyond(w0, idle, time.Since(begin).Seconds())
+				recs, kcCPU, scCPU = append(recs, w.reconciles), append(kcCPU, w.kc), append(scCPU, w.sc)
 			}
 			t.Logf("RESULT %d Workloads, %s: CR change -> Flux applied Scribe's commit: %s", n, server, stats(lat))
 			t.Logf("RESULT %d Workloads, %s: of which CR change -> commit in the Workload's status: %s; -> its GitRepository's artifact at the commit: %s", n, server, stats(toCommit), stats(toArtifact))

@@ -17,8 +17,18 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
-// bringUpStages are the steps of one Workload's way into the cluster
-// through Flux, in order.
+// The stages of one Workload's way into the cluster through Flux, in
+// order: indexes into bringUpStages.
+const (
+	stageCreated = iota
+	stageCommitted
+	stageSourceCreated
+	stageArtifact
+	stageApplied
+	stageHealthy
+)
+
+// bringUpStages name the stages.
 var bringUpStages = []string{
 	"created (seen by a watch)",
 	"committed (revision in status)",
@@ -32,10 +42,9 @@ var bringUpStages = []string{
 // namespace first reached each of bringUpStages, to say where a bring-up's
 // time goes.
 type bringUpTimeline struct {
-	mu     sync.Mutex
-	start  time.Time
-	ns     string
-	reachd map[string][]time.Time // Workload name -> time per stage
+	mu      sync.Mutex
+	start   time.Time
+	reached map[string][]time.Time // Workload name -> time per stage
 }
 
 // watchBringUp starts informers on the namespace's Workloads and on the
@@ -43,7 +52,7 @@ type bringUpTimeline struct {
 // ctx ends.
 func watchBringUp(ctx context.Context, t *testing.T, s *Stack, ns string) *bringUpTimeline {
 	t.Helper()
-	tl := &bringUpTimeline{start: time.Now(), ns: ns, reachd: map[string][]time.Time{}}
+	tl := &bringUpTimeline{start: time.Now(), reached: map[string][]time.Time{}}
 	c, err := cache.New(s.Config, cache.Options{Scheme: s.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -65,12 +74,12 @@ func watchBringUp(ctx context.Context, t *testing.T, s *Stack, ns string) *bring
 		if !ok || w.Namespace != ns {
 			return
 		}
-		tl.mark(w.Name, 0)
+		tl.mark(w.Name, stageCreated)
 		if w.Status.Revision != "" {
-			tl.mark(w.Name, 1)
+			tl.mark(w.Name, stageCommitted)
 		}
 		if w.Status.Phase == scribev1.WorkloadHealthy {
-			tl.mark(w.Name, 5)
+			tl.mark(w.Name, stageHealthy)
 		}
 	})
 	on(&sourcev1.GitRepository{}, func(o any) {
@@ -79,9 +88,9 @@ func watchBringUp(ctx context.Context, t *testing.T, s *Stack, ns string) *bring
 			return
 		}
 		name := g.Labels["scribe.dev/name"]
-		tl.mark(name, 2)
+		tl.mark(name, stageSourceCreated)
 		if g.Status.Artifact != nil {
-			tl.mark(name, 3)
+			tl.mark(name, stageArtifact)
 		}
 	})
 	on(&kustomizev1.Kustomization{}, func(o any) {
@@ -90,7 +99,7 @@ func watchBringUp(ctx context.Context, t *testing.T, s *Stack, ns string) *bring
 			return
 		}
 		if k.Status.LastAppliedRevision != "" {
-			tl.mark(k.Labels["scribe.dev/name"], 4)
+			tl.mark(k.Labels["scribe.dev/name"], stageApplied)
 		}
 	})
 	go func() { _ = c.Start(ctx) }()
@@ -108,10 +117,10 @@ func (tl *bringUpTimeline) mark(name string, stage int) {
 	now := time.Now()
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	at := tl.reachd[name]
+	at := tl.reached[name]
 	if at == nil {
 		at = make([]time.Time, len(bringUpStages))
-		tl.reachd[name] = at
+		tl.reached[name] = at
 	}
 	if at[stage].IsZero() {
 		at[stage] = now
@@ -128,7 +137,7 @@ func (tl *bringUpTimeline) report(isNew func(name string) bool) []string {
 	for i, st := range bringUpStages {
 		var last time.Time
 		var steps []time.Duration
-		for name, at := range tl.reachd {
+		for name, at := range tl.reached {
 			if !isNew(name) || at[i].IsZero() {
 				continue
 			}
