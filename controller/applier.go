@@ -83,26 +83,30 @@ func (a *fluxApplier) RenderInput() render.Applier { return a.in }
 
 // Nudge annotates Flux sources only: annotating the Kustomization too
 // races with the source's new artifact. With per-CR sources it annotates
-// the custom resource's own GitRepository (which does not exist before
+// the custom resource's own GitRepository or OCIRepository (which does not exist before
 // the root Kustomization first applied it), and the Repository's source
 // only when the sync file changed; otherwise the Repository's source,
 // which every Kustomization reads.
 func (a *fluxApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, syncChanged bool) error {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	var errs []error
-	if a.in.FluxSource != nil {
+	if kind, ok := a.ownSourceKind(); ok {
 		// The own source is asked only once it exists (read from the
 		// cache): before the root Kustomization first applies it, the
 		// request would only be a 404 (one per new custom resource, 1000
-		// in a burst of 1000), and a new GitRepository fetches at once.
+		// in a burst of 1000), and a new source fetches at once.
 		key := client.ObjectKey{Namespace: sync.Namespace, Name: sync.Name}
-		if err := a.client.Get(ctx, key, &sourcev1.GitRepository{}); err == nil {
-			own := fluxSource(string(contract.SourceGitRepository), sync.Namespace, sync.Name)
+		var probe client.Object = &sourcev1.GitRepository{}
+		if kind == contract.SourceOCIRepository {
+			probe = &sourcev1.OCIRepository{}
+		}
+		if err := a.client.Get(ctx, key, probe); err == nil {
+			own := fluxSource(string(kind), sync.Namespace, sync.Name)
 			if err := annotate(ctx, a.client, own, RequestedAtAnnotation, now); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
 		} else if !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("get GitRepository %s: %w", key, err))
+			errs = append(errs, fmt.Errorf("get %s %s: %w", kind, key, err))
 		}
 		if !syncChanged {
 			return errors.Join(errs...)
@@ -110,6 +114,19 @@ func (a *fluxApplier) Nudge(ctx context.Context, sync scribev1.ObjectIdentity, s
 	}
 	errs = append(errs, annotate(ctx, a.client, fluxSource(string(a.in.SourceKind), a.in.Namespace, a.in.Name), RequestedAtAnnotation, now))
 	return errors.Join(errs...)
+}
+
+// ownSourceKind is the kind of each custom resource's own Flux source
+// (named like its Kustomization), if it has one: an OCIRepository with
+// per-custom-resource artifacts, else a GitRepository with a FluxSource.
+func (a *fluxApplier) ownSourceKind() (contract.SourceKind, bool) {
+	switch {
+	case a.in.FluxArtifact != nil:
+		return contract.SourceOCIRepository, true
+	case a.in.FluxSource != nil:
+		return contract.SourceGitRepository, true
+	}
+	return "", false
 }
 
 // fluxSource names a Flux source object of kind.
@@ -130,8 +147,8 @@ func (a *fluxApplier) Applied(ctx context.Context, sync, src scribev1.ObjectIden
 	// The per-CR GitRepository, or the Repository's source every
 	// Kustomization reads.
 	source := fluxSourceOf(string(a.in.SourceKind), a.in.Namespace, a.in.Name)
-	if a.in.FluxSource != nil {
-		source = fluxSourceOf(string(contract.SourceGitRepository), sync.Namespace, sync.Name)
+	if kind, ok := a.ownSourceKind(); ok {
+		source = fluxSourceOf(string(kind), sync.Namespace, sync.Name)
 	}
 	ref := ks.Spec.SourceRef
 	if ref.Namespace == "" {

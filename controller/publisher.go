@@ -68,6 +68,9 @@ type Publisher struct {
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
+	// artifacts are the per-custom-resource artifacts last pushed
+	// (artifacts.go).
+	artifacts pushedArtifacts
 	// rootNudged is, per Repository, the commit its root applier object
 	// was last asked to reconcile at.
 	rootNudged map[string]string
@@ -259,6 +262,14 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c pub
 		sink = SinkOCI
 	}
 	p.Metrics.ObservePublish(c.Source.Kind, sink, time.Since(start), res.Changed)
+	// The custom resource's own artifact follows every publish, also
+	// one that found its content committed already: that is the retry
+	// of a push that failed after its commit landed.
+	if err := p.pushArtifact(ctx, t, sync, c, res); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return publish.Result{}, err
+	}
 	if res.Changed {
 		p.markCommitted(res.Commit)
 		p.nudgeAfterPush(ctx, t, sync, res)
@@ -273,7 +284,7 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c pub
 // few times, not 1000. Each CR's own applier object (its GitRepository or
 // Application, when it has one) is still asked for each CR.
 func (p *Publisher) nudgeAfterPush(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, res publish.Result) {
-	perCR := t.Input.Applier.Kind == scribev1.ApplierArgoCD || t.Input.Applier.FluxSource != nil
+	perCR := t.Input.Applier.Kind == scribev1.ApplierArgoCD || t.Input.Applier.FluxSource != nil || t.Input.Applier.FluxArtifact != nil
 	root := res.SyncChanged || !perCR
 	if root && !p.claimRootNudge(t, res.Commit) {
 		root = false
@@ -361,6 +372,11 @@ func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.O
 // ancestry answers "does applied carry our commit's paths" from the Git cache.
 func (p *Publisher) ancestry(t *Target, src scribev1.ObjectIdentity) health.Ancestry {
 	return func(ctx context.Context, ours, applied string) (bool, error) {
+		if t.Artifacts != nil && len(applied) == 64 {
+			// An artifact's digest (sha256), not a commit (sha1): ours
+			// when it is the artifact pushed with our commit in it.
+			return p.artifacts.carries(src, ours, applied), nil
+		}
 		if t.GitOpts == nil {
 			return ours == applied, nil
 		}

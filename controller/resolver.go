@@ -32,6 +32,9 @@ type Target struct {
 	Sink    publish.Sink
 	GitOpts *gitsink.Options
 	OCI     *ocisink.Sink
+	// Artifacts, with spec.git.artifacts, is where each custom resource's
+	// own artifact is pushed after its commit (artifacts.go).
+	Artifacts *artifactTarget
 	// Applier applies what is published (Flux or Argo CD).
 	Applier Applier
 	// Input is render's publish input: the path and the applier's fields.
@@ -238,7 +241,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 		}
 		in.Applier.FluxSource = fs
 	}
-	return nil
+	return r.artifactsFor(ctx, repo, t, in)
 }
 
 // fluxSource reads the Flux GitRepository a Repository names: each custom

@@ -74,6 +74,10 @@ type Publish = contract.Publish
 // Applier is the GitOps tool that applies a bundle.
 type Applier = contract.Applier
 
+// FluxArtifactSource is where each per-CR Flux OCIRepository pulls from
+// (see contract.FluxArtifactSource).
+type FluxArtifactSource = contract.FluxArtifactSource
+
 // FluxGitSource is what each per-CR Flux GitRepository copies from the
 // Repository's (see contract.FluxGitSource).
 type FluxGitSource = contract.FluxGitSource
@@ -107,6 +111,11 @@ func checkPublish(p Publish) []FieldError {
 	if fs := p.Applier.FluxSource; fs != nil {
 		if err := credurl.Check(fs.URL); err != nil {
 			errs = append(errs, FieldError{Path: "publish.applier.fluxSource.url", Message: err.Error()})
+		}
+	}
+	if fa := p.Applier.FluxArtifact; fa != nil {
+		if err := checkArtifactPrefix(fa.URL); err != nil {
+			errs = append(errs, FieldError{Path: "publish.applier.fluxArtifact.url", Message: err.Error()})
 		}
 	}
 	return errs

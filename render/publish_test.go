@@ -30,6 +30,21 @@ func TestPublishKindsAreChecked(t *testing.T) {
 		{"OCI", func(p *render.Publish) { p.Applier.SourceKind = "OCIRepository" }, ""},
 		{"unknown applier", func(p *render.Publish) { p.Applier.Kind = "Fleet" }, `publish.applier.kind: must be Flux or ArgoCD, not "Fleet"`},
 		{"no source kind", func(p *render.Publish) { p.Applier.SourceKind = "" }, `publish.applier.sourceKind: must be GitRepository or OCIRepository, not ""`},
+		{"per-CR artifacts", func(p *render.Publish) {
+			p.Applier.FluxArtifact = &render.FluxArtifactSource{URL: "oci://127.0.0.1:5000/scribe/artifacts"}
+		}, ""},
+		{"per-CR artifacts with a tag", func(p *render.Publish) {
+			p.Applier.FluxArtifact = &render.FluxArtifactSource{URL: "oci://reg.example/scribe:v1"}
+		}, `publish.applier.fluxArtifact.url: "oci://reg.example/scribe:v1": the prefix carries no tag or digest (each artifact is <prefix>/<name>:latest)`},
+		{"per-CR artifacts in upper case", func(p *render.Publish) {
+			p.Applier.FluxArtifact = &render.FluxArtifactSource{URL: "oci://reg.example/Scribe"}
+		}, `publish.applier.fluxArtifact.url: "oci://reg.example/Scribe" is not an OCI repository prefix: repository can only contain the characters ` + "`abcdefghijklmnopqrstuvwxyz0123456789_-./`" + `: Scribe/x`},
+		{"per-CR artifacts with credentials", func(p *render.Publish) {
+			p.Applier.FluxArtifact = &render.FluxArtifactSource{URL: "oci://user:pw@reg.example/scribe"}
+		}, `publish.applier.fluxArtifact.url: the URL carries credentials in its user info (oci://reg.example/scribe)`},
+		{"per-CR artifacts without a path", func(p *render.Publish) {
+			p.Applier.FluxArtifact = &render.FluxArtifactSource{URL: "oci://reg.example"}
+		}, `publish.applier.fluxArtifact.url: "oci://reg.example" must name a registry host and a repository path: oci://host/path`},
 	}
 	for _, fixture := range []string{"workload-canary-50.yaml", "gateway-tutorial.yaml"} {
 		for _, tc := range cases {

@@ -38,13 +38,20 @@ func TestSyncFileHoldsTheCustomResourcesOwnFluxSource(t *testing.T) {
 	perCR.Path = "clusters/dev"
 	perCR.Applier.Revision = "prod"
 	perCR.Applier.FluxSource = &render.FluxGitSource{URL: "ssh://git@git.internal/acme/experiments.git", SecretRef: "deploy-key", Provider: "generic"}
+	// With per-CR artifacts (spec.git.artifacts) the own source is an
+	// OCIRepository on <url>/<sync name>:latest, pulling as the
+	// Repository's Flux account.
+	perCROCI := perCR
+	perCROCI.Applier.ServiceAccountName = "shop-deployer"
+	perCROCI.Applier.FluxArtifact = &render.FluxArtifactSource{URL: "oci://registry.internal:5000/acme/scribe", Insecure: true}
 	for _, tc := range []struct {
 		name       string
 		pub        render.Publish
 		wantSource string // the sync file's first document, "" for none
 		wantRef    string // the Kustomization's sourceRef.name
+		wantKind   string // the Kustomization's sourceRef.kind, GitRepository when empty
 	}{
-		{"shared source", render.DefaultPublish(), "", "scribe"},
+		{"shared source", render.DefaultPublish(), "", "scribe", ""},
 		{"per-CR source", perCR, `apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata:
@@ -65,9 +72,31 @@ spec:
   sparseCheckout:
   - clusters/dev/shop/workload/checkout
   url: ssh://git@git.internal/acme/experiments.git
-`, "workload.shop.checkout"},
+`, "workload.shop.checkout", ""},
+		{"per-CR artifact", perCROCI, `apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata:
+  labels:
+    app.kubernetes.io/managed-by: scribe
+    scribe.dev/kind: Workload
+    scribe.dev/name: checkout
+    scribe.dev/namespace: shop
+  name: workload.shop.checkout
+  namespace: flux-system
+spec:
+  insecure: true
+  interval: 10m
+  ref:
+    tag: latest
+  serviceAccountName: shop-deployer
+  url: oci://registry.internal:5000/acme/scribe/workload.shop.checkout
+`, "workload.shop.checkout", "OCIRepository"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			wantKind := tc.wantKind
+			if wantKind == "" {
+				wantKind = "GitRepository"
+			}
 			b, err := e.Render(context.Background(), render.Input{Object: objs[0], Publish: tc.pub, Resolved: testResolved})
 			if err != nil {
 				t.Fatal(err)
@@ -87,8 +116,8 @@ spec:
 				if len(docs) != 2 || docs[0]+"\n" != tc.wantSource {
 					t.Fatalf("sync file:\n%s\nwant its first document:\n%s", sync, tc.wantSource)
 				}
-				if b.SyncSource == nil || b.SyncSource.Kind != "GitRepository" || b.SyncSource.Name != b.Sync.Name || b.SyncSource.Namespace != b.Sync.Namespace {
-					t.Fatalf("SyncSource = %+v, want the GitRepository named like %+v", b.SyncSource, b.Sync)
+				if b.SyncSource == nil || b.SyncSource.Kind != wantKind || b.SyncSource.Name != b.Sync.Name || b.SyncSource.Namespace != b.Sync.Namespace {
+					t.Fatalf("SyncSource = %+v, want the %s named like %+v", b.SyncSource, wantKind, b.Sync)
 				}
 			}
 			if tc.wantRef == "" {
@@ -104,8 +133,8 @@ spec:
 			if err := yaml.Unmarshal([]byte(docs[len(docs)-1]), &ks); err != nil {
 				t.Fatal(err)
 			}
-			if ks.Kind != "Kustomization" || ks.Spec.SourceRef.Kind != "GitRepository" || ks.Spec.SourceRef.Name != tc.wantRef || ks.Spec.SourceRef.Namespace != "flux-system" {
-				t.Fatalf("Kustomization %+v, want sourceRef GitRepository flux-system/%s", ks, tc.wantRef)
+			if ks.Kind != "Kustomization" || ks.Spec.SourceRef.Kind != wantKind || ks.Spec.SourceRef.Name != tc.wantRef || ks.Spec.SourceRef.Namespace != "flux-system" {
+				t.Fatalf("Kustomization %+v, want sourceRef %s flux-system/%s", ks, wantKind, tc.wantRef)
 			}
 		})
 	}

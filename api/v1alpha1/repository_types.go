@@ -10,6 +10,7 @@ const RepositoryKind = "Repository"
 // RepositorySpec says where Scribe publishes rendered manifests and which
 // GitOps applier (Flux or Argo CD) applies them.
 // +kubebuilder:validation:XValidation:rule="has(self.git) != has(self.oci)",message="exactly one of git or oci must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.git) || !has(self.git.artifacts) || !has(self.applier.kind) || self.applier.kind == 'Flux'",message="spec.git.artifacts needs spec.applier.kind Flux: Argo CD reads the branch"
 type RepositorySpec struct {
 	// Git publishes rendered manifests as commits to a Git branch.
 	// +optional
@@ -51,6 +52,7 @@ type RepositorySpec struct {
 }
 
 // GitRepositorySpec describes a Git remote.
+// +kubebuilder:validation:XValidation:rule="!has(self.artifacts) || !has(self.pullRequest)",message="spec.git.artifacts cannot be used with spec.git.pullRequest: a merge on the forge would push no artifact"
 type GitRepositorySpec struct {
 	// URL of the remote: https://, http:// or ssh://. It carries no
 	// credentials (they belong in secretRef): no user info in an https or
@@ -106,6 +108,40 @@ type GitRepositorySpec struct {
 	// and open a pull request instead of committing to Branch.
 	// +optional
 	PullRequest *PullRequestSpec `json:"pullRequest,omitempty"`
+
+	// Artifacts, with Flux, makes Scribe also push each custom resource's
+	// directory as an OCI artifact of its own, right after the commit
+	// that changed it (the commit stays the record: the artifact's
+	// org.opencontainers.image.revision names it), and gives each custom
+	// resource a Flux OCIRepository reading that artifact instead of a
+	// GitRepository cloning the branch. Flux's fetch then costs a
+	// manifest and one small layer whatever the repository's size.
+	// +optional
+	Artifacts *ArtifactsSpec `json:"artifacts,omitempty"`
+}
+
+// ArtifactsSpec is where Scribe pushes the per-custom-resource artifacts
+// that Flux applies (spec.git.artifacts).
+// +kubebuilder:validation:XValidation:rule="!self.url.matches('^oci://[^/]*@')",message="the URL must not carry credentials: put them in spec.git.artifacts.secretRef"
+type ArtifactsSpec struct {
+	// URL is the OCI repository prefix, oci://host[:port]/path: each
+	// custom resource's artifact is <url>/<its sync object's name>:latest
+	// (workload.<namespace>.<name>, as its Flux Kustomization is named).
+	// Flux pulls from the same URL.
+	// +kubebuilder:validation:Pattern="^oci://[^/]+/[^:@]+$"
+	// +kubebuilder:validation:MaxLength=180
+	// +required
+	URL string `json:"url"`
+	// SecretRef is a docker-config Secret (`.dockerconfigjson`) Scribe
+	// pushes with, bound to the URL by its scribe.dev/allowed-urls
+	// annotation. Flux pulls as the Repository's Flux service account
+	// (spec.applier.serviceAccountName and its imagePullSecrets), or
+	// anonymously.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// Insecure lets Scribe and Flux reach the registry over plain HTTP.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // CommitAuthor is the name and email on Scribe's commits.

@@ -35,7 +35,9 @@ func fluxFailureReason(reason string) (string, bool) {
 // is healthy.
 //
 //   - Healthy: status.observedGeneration == metadata.generation, Ready=True,
-//     and status.lastAppliedRevision is commit or (per anc) a descendant in
+//     and status.lastAppliedOriginRevision (set when the source is an OCI
+//     artifact naming the commit it was made from) or
+//     status.lastAppliedRevision is commit or (per anc) a descendant in
 //     which our paths are unchanged. With spec.wait or healthChecks,
 //     kustomize-controller only advances lastAppliedRevision after apply,
 //     prune and health checks pass.
@@ -77,7 +79,7 @@ func flux(ctx context.Context, ks *kustomizev1.Kustomization, commit string, anc
 	}
 	st := &ks.Status
 	v := Verdict{
-		AppliedRevision: st.LastAppliedRevision,
+		AppliedRevision: appliedRevision(st),
 		Subject:         subject("Kustomization", ks.Namespace, ks.Name),
 	}
 	revs, err := newRevisions(commit, anc)
@@ -91,7 +93,16 @@ func flux(ctx context.Context, ks *kustomizev1.Kustomization, commit string, anc
 			"spec.prune is false: Flux does not delete objects removed from the source"), nil
 	}
 
-	applied, err := revs.match(ctx, st.LastAppliedRevision)
+	// An artifact Scribe pushed for the custom resource alone (per-CR
+	// artifacts) carries the commit as its origin revision: applied is
+	// that commit or the artifact's digest.
+	applied := false
+	if st.LastAppliedOriginRevision != "" {
+		applied, err = revs.match(ctx, st.LastAppliedOriginRevision)
+	}
+	if err == nil && !applied {
+		applied, err = revs.match(ctx, st.LastAppliedRevision)
+	}
 	if err != nil {
 		return pending(v, ReasonUnknown, err.Error()), err
 	}
@@ -99,7 +110,7 @@ func flux(ctx context.Context, ks *kustomizev1.Kustomization, commit string, anc
 
 	if prune && applied {
 		return Verdict{State: Healthy, Reason: ReasonPruned, AppliedRevision: v.AppliedRevision, Subject: v.Subject,
-			Message: fmt.Sprintf("revision %s applied and pruned", st.LastAppliedRevision)}, nil
+			Message: fmt.Sprintf("revision %s applied and pruned", v.AppliedRevision)}, nil
 	}
 	if !prune && applied && st.ObservedGeneration == gen &&
 		ready != nil && ready.Status == metav1.ConditionTrue && conditionCurrent(ready, gen) {
@@ -162,6 +173,17 @@ func flux(ctx context.Context, ks *kustomizev1.Kustomization, commit string, anc
 		return pending(v, ReasonNotReady, fmt.Sprintf("revision %q applied; the latest attempt, at %q, reports Ready=%s (%s): %s",
 			st.LastAppliedRevision, st.LastAttemptedRevision, ready.Status, ready.Reason, ready.Message)), nil
 	}
+}
+
+// appliedRevision is the revision a Kustomization last applied as a
+// commit when its source says which (an OCI artifact's
+// org.opencontainers.image.revision, Flux's lastAppliedOriginRevision),
+// else its lastAppliedRevision.
+func appliedRevision(st *kustomizev1.KustomizationStatus) string {
+	if st.LastAppliedOriginRevision != "" {
+		return st.LastAppliedOriginRevision
+	}
+	return st.LastAppliedRevision
 }
 
 // conditionCurrent reports whether a condition was written for generation

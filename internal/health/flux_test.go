@@ -150,6 +150,41 @@ func TestFluxKustomization(t *testing.T) {
 			want:   Verdict{State: Pending, Reason: ReasonRevisionNotApplied},
 		},
 		{
+			name: "healthy at a per-CR artifact whose origin revision is our commit",
+			mutate: func(ks *kustomizev1.Kustomization) {
+				ks.Status.LastAppliedRevision = "latest@sha256:" + digest
+				ks.Status.LastAttemptedRevision = "latest@sha256:" + digest
+				ks.Status.LastAppliedOriginRevision = "main@sha1:" + shaOurs
+				setReady(ks, metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision: latest@sha256:"+digest)
+			},
+			commit: shaOurs,
+			want: Verdict{State: Healthy, Reason: ReasonHealthy, Message: "Applied revision: latest@sha256:" + digest,
+				AppliedRevision: "main@sha1:" + shaOurs},
+		},
+		{
+			name: "pending at a per-CR artifact whose origin is an older commit",
+			mutate: func(ks *kustomizev1.Kustomization) {
+				ks.Status.LastAppliedRevision = "latest@sha256:" + digest
+				ks.Status.LastAttemptedRevision = "latest@sha256:" + digest
+				ks.Status.LastAppliedOriginRevision = "main@sha1:" + shaOld
+			},
+			commit:     shaOurs,
+			descendant: map[string]bool{},
+			want:       Verdict{State: Pending, Reason: ReasonRevisionNotApplied, AppliedRevision: "main@sha1:" + shaOld},
+		},
+		{
+			name: "failed when the attempted artifact is ours by its digest and Ready=False BuildFailed",
+			mutate: func(ks *kustomizev1.Kustomization) {
+				ks.Status.LastAppliedRevision = "latest@sha256:" + strings.Repeat("a", 64)
+				ks.Status.LastAppliedOriginRevision = "main@sha1:" + shaOld
+				ks.Status.LastAttemptedRevision = "latest@sha256:" + digest
+				setReady(ks, metav1.ConditionFalse, "BuildFailed", "kustomize build failed")
+			},
+			commit:     shaOurs,
+			descendant: map[string]bool{digest: true},
+			want:       Verdict{State: Failed, Reason: ReasonBuildFailed, Message: "kustomize build failed", AppliedRevision: "main@sha1:" + shaOld},
+		},
+		{
 			name: "healthy at a descendant when ancestry says our path is unchanged",
 			mutate: func(ks *kustomizev1.Kustomization) {
 				ks.Status.LastAppliedRevision = "main@sha1:" + shaChild

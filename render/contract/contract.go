@@ -79,6 +79,11 @@ type Applier struct {
 	// artifact of the sources Scribe asks to reconcile, not of every
 	// Kustomization in the repository.
 	FluxSource *FluxGitSource `json:"fluxSource,omitempty"`
+	// FluxArtifact, when set (Flux, the Repository's spec.git.artifacts),
+	// gives every custom resource its own Flux OCIRepository instead of a
+	// GitRepository: Scribe pushes the custom resource's directory to
+	// <URL>/<sync object name>:latest after each commit that changes it.
+	FluxArtifact *FluxArtifactSource `json:"fluxArtifact,omitempty"`
 	// ServiceAccountName, when set (Flux), is the service account every
 	// rendered Flux Kustomization and HelmRelease applies as, in its own
 	// namespace (the Repository's spec.applier.serviceAccountName): Flux's
@@ -102,6 +107,15 @@ type FluxGitSource struct {
 	Provider string `json:"provider,omitempty"`
 	// Timeout of Git operations (a duration such as 60s).
 	Timeout string `json:"timeout,omitempty"`
+}
+
+// FluxArtifactSource is where each custom resource's own OCIRepository
+// pulls the artifact Scribe pushes for it (spec.git.artifacts).
+type FluxArtifactSource struct {
+	// URL is the repository prefix, oci://host[:port]/path.
+	URL string `json:"url"`
+	// Insecure lets Flux pull over plain HTTP.
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // Workload is the `input` of templates/workload.

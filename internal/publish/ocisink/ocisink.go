@@ -183,6 +183,32 @@ func (s *Sink) Publish(ctx context.Context, changes ...publish.Change) (publish.
 	return s.result(d, true), nil
 }
 
+// Replace pushes files as the whole artifact, whatever the tag held
+// before, without reading it first: for an artifact only Scribe writes,
+// whose content is all of one custom resource's directory. Pushing the
+// content the tag already holds writes only the manifest again (the
+// blobs are found), which keeps its digest. The sync index is not kept.
+func (s *Sink) Replace(ctx context.Context, files map[string][]byte) (publish.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	opts, err := s.session(ctx, transport.PushScope)
+	if err != nil {
+		return publish.Result{}, s.wrap("push", err)
+	}
+	img, err := s.artifact(files)
+	if err != nil {
+		return publish.Result{}, fmt.Errorf("build artifact for %s: %w", s.url, err)
+	}
+	if err := remote.Write(s.ref, img, opts...); err != nil {
+		return publish.Result{}, s.wrap("push", err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return publish.Result{}, fmt.Errorf("build artifact for %s: %w", s.url, err)
+	}
+	return s.result(d, true), nil
+}
+
 // Fetch returns the files of the current artifact by their path inside it;
 // the map is empty when the tag does not exist yet.
 func (s *Sink) Fetch(ctx context.Context) (map[string][]byte, error) {

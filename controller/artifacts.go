@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/health"
+	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
+	"github.com/scribe-gitops/scribe/render"
+)
+
+// artifactTarget is where a Repository's per-custom-resource artifacts go
+// (spec.git.artifacts): each custom resource's directory, pushed to
+// <prefix>/<sync object name>:latest after the commit that changed it, is
+// what its own Flux OCIRepository reads.
+type artifactTarget struct {
+	prefix       string
+	insecure     bool
+	dockerConfig []byte
+}
+
+// artifactsFor fills in t's and render's per-custom-resource artifacts
+// from repo's spec.git.artifacts; nothing without it.
+func (r *Resolver) artifactsFor(ctx context.Context, repo *scribev1.Repository, t *Target, in *render.Publish) error {
+	a := repo.Spec.Git.Artifacts
+	if a == nil {
+		return nil
+	}
+	if in.Applier.Kind != scribev1.ApplierFlux {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf(
+			"repository %s/%s: spec.git.artifacts needs spec.applier.kind Flux (Argo CD reads the branch)", repo.Namespace, repo.Name)}
+	}
+	if repo.Spec.Git.PullRequest != nil {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf(
+			"repository %s/%s: spec.git.artifacts cannot be used with spec.git.pullRequest: a merge on the forge would push no artifact", repo.Namespace, repo.Name)}
+	}
+	url := strings.TrimSuffix(a.URL, "/")
+	at := &artifactTarget{prefix: url, insecure: a.Insecure}
+	if a.SecretRef != nil {
+		s, err := r.Secret(ctx, repo.Namespace, a.SecretRef.Name, url, "spec.git.artifacts.secretRef")
+		if err != nil {
+			return err
+		}
+		at.dockerConfig = s[corev1.DockerConfigJsonKey]
+	}
+	t.Artifacts = at
+	in.Applier.FluxArtifact = &render.FluxArtifactSource{URL: url, Insecure: a.Insecure}
+	return nil
+}
+
+// artifactFiles are the files of b under its custom resource's directory
+// (beside its sync file): what the sync Kustomization's path applies.
+func artifactFiles(b *render.Bundle) (map[string][]byte, error) {
+	dir, ok := strings.CutSuffix(b.SyncFile, ".sync.yaml")
+	if !ok || dir == "" {
+		return nil, fmt.Errorf("bundle of %s has no sync file to place its artifact by", publish.ObjectRef(b.Source))
+	}
+	files := map[string][]byte{}
+	for _, f := range b.Files {
+		if strings.HasPrefix(f.Path, dir+"/") {
+			files[f.Path] = f.Data
+		}
+	}
+	return files, nil
+}
+
+// pushArtifact pushes the custom resource's directory of c as its own
+// artifact, named after its sync object, with res's commit as its
+// revision (Flux reports it as the Kustomization's
+// lastAppliedOriginRevision), and remembers its digest for the read-back.
+// A removal pushes nothing: the root Kustomization prunes the
+// OCIRepository with the sync file.
+func (p *Publisher) pushArtifact(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, c publish.Change, res publish.Result) error {
+	if t.Artifacts == nil || c.Delete || c.Bundle == nil {
+		return nil
+	}
+	files, err := artifactFiles(c.Bundle)
+	if err != nil {
+		return err
+	}
+	sink, err := ocisink.New(ocisink.Options{
+		URL:              t.Artifacts.prefix + "/" + sync.Name + ":latest",
+		Insecure:         t.Artifacts.insecure,
+		DockerConfigJSON: t.Artifacts.dockerConfig,
+		Revision:         res.Revision,
+		Source:           t.Repo.Spec.Git.URL,
+	})
+	if err != nil {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.artifacts.url: %w", err)}
+	}
+	pushed, err := sink.Replace(ctx, files)
+	if err != nil {
+		return fmt.Errorf("push the artifact of commit %s: %w", res.Commit, err)
+	}
+	p.artifacts.put(c.Source, res.Commit, pushed.Commit)
+	return nil
+}
+
+// pushedArtifacts remembers, per custom resource, the digest of the last
+// artifact Scribe pushed for it and the commit it carries, so that a
+// Kustomization's lastAttemptedRevision (an artifact digest) can be told
+// to be ours. Bounded as Publisher.committed.
+type pushedArtifacts struct {
+	mu sync.Mutex
+	m  map[string]pushedArtifact
+}
+
+type pushedArtifact struct{ commit, digest string }
+
+func (a *pushedArtifacts) put(src scribev1.ObjectIdentity, commit, digest string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil || len(a.m) > 10000 {
+		a.m = map[string]pushedArtifact{}
+	}
+	a.m[publish.ObjectRef(src)] = pushedArtifact{commit: health.RevisionHash(commit), digest: health.RevisionHash(digest)}
+}
+
+// carries reports whether digest is the artifact Scribe pushed for src
+// with commit in it.
+func (a *pushedArtifacts) carries(src scribev1.ObjectIdentity, commit, digest string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	got, ok := a.m[publish.ObjectRef(src)]
+	return ok && got.commit == commit && got.digest == digest
+}
