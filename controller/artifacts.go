@@ -54,17 +54,18 @@ func (r *Resolver) artifactsFor(ctx context.Context, repo *scribev1.Repository, 
 	return nil
 }
 
-// artifactFiles are the files of b under its custom resource's directory
-// (beside its sync file): what the sync Kustomization's path applies.
+// artifactFiles are the files of b under its custom resource's directory,
+// at their repository paths (the publish path joined, as in its sync
+// file): what the sync Kustomization's path applies.
 func artifactFiles(b *render.Bundle) (map[string][]byte, error) {
-	dir, ok := strings.CutSuffix(b.SyncFile, ".sync.yaml")
-	if !ok || dir == "" {
-		return nil, fmt.Errorf("bundle of %s has no sync file to place its artifact by", publish.ObjectRef(b.Source))
+	prefix, ok := strings.CutSuffix(b.SyncFile, b.Dir+".sync.yaml")
+	if !ok || b.Dir == "" {
+		return nil, fmt.Errorf("bundle of %s: its sync file %q is not beside its directory %q", publish.ObjectRef(b.Source), b.SyncFile, b.Dir)
 	}
 	files := map[string][]byte{}
 	for _, f := range b.Files {
-		if strings.HasPrefix(f.Path, dir+"/") {
-			files[f.Path] = f.Data
+		if strings.HasPrefix(f.Path, b.Dir+"/") {
+			files[prefix+f.Path] = f.Data
 		}
 	}
 	return files, nil

@@ -119,6 +119,7 @@ func (r *ExperimentReconciler) SetupWithManager(mgr ctrl.Manager, concurrency in
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&scribev1.Experiment{}, finalizerPredicates(pred)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	b = watchRepositoryChanges(b, mgr.GetClient(), func() client.ObjectList { return &scribev1.ExperimentList{} }, pred)
 	// Read-back is watched where the kind is installed, so a phase moves as
 	// soon as Flux, Argo CD, Cluster API or the workflow engine reports, not
 	// at the next poll: the per-CR sync object carries render's

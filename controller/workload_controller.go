@@ -88,6 +88,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int,
 	}
 	b = watchPipelineWrites(b, pred)
 	b = watchRoutes(mgr, b)
+	b = watchRepositoryChanges(b, mgr.GetClient(), func() client.ObjectList { return &scribev1.WorkloadList{} }, pred)
 	return b.Complete(r)
 }
 

@@ -158,6 +158,57 @@ func (s *Stack) fluxBackground(ctx context.Context, window time.Duration) fluxWo
 	return fluxWork{reconciles: w.reconciles / d, kc: w.kc / d, sc: w.sc / d}
 }
 
+// useArtifacts makes ns's Repository push per-CR artifacts to the loop's
+// registry (spec.git.artifacts).
+func useArtifacts(t *testing.T, s *Stack, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		repo := &scribev1.Repository{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "default"}, repo); err != nil {
+			return err
+		}
+		repo.Spec.Git.Artifacts = &scribev1.ArtifactsSpec{URL: "oci://" + s.Registry + "/scribe/" + ns, Insecure: true}
+		return s.Client.Update(ctx, repo)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scribe's reconciles read the Repository from the cache its own
+	// Repository reconcile reads: once that observed the change, every
+	// later render has it.
+	poll(t, time.Minute, "the Repository's artifacts observed", func() (bool, string) {
+		repo := &scribev1.Repository{}
+		_ = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "default"}, repo)
+		return repo.Status.ObservedGeneration == repo.Generation, "Repository not yet reconciled"
+	})
+}
+
+// sourceCommit is the commit (main@sha1:<sha>) the own source of the
+// custom resource whose sync object is sync holds: its GitRepository's
+// artifact revision, or the origin revision of its OCIRepository's
+// artifact; or a word saying why there is none.
+func sourceCommit(ctx context.Context, s *Stack, sync types.NamespacedName, artifacts bool) string {
+	if artifacts {
+		o := &sourcev1.OCIRepository{}
+		if err := s.Client.Get(ctx, sync, o); err != nil {
+			return err.Error()
+		}
+		if o.Status.Artifact == nil {
+			return "no artifact yet"
+		}
+		return o.Status.Artifact.Metadata["org.opencontainers.image.revision"]
+	}
+	g := &sourcev1.GitRepository{}
+	if err := s.Client.Get(ctx, sync, g); err != nil {
+		return err.Error()
+	}
+	if g.Status.Artifact == nil {
+		return "no artifact yet"
+	}
+	return g.Status.Artifact.Revision
+}
+
 func scaleWorkload(ns string, i int) *scribev1.Workload {
 	w := canaryWorkload(ns)
 	w.Name = fmt.Sprintf("svc-%04d", i)
@@ -210,11 +261,36 @@ func TestBenchLoopScale(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("SCRIBE_BENCH_SCALE_CHANGES")); err == nil && v > 0 {
 		changes = v
 	}
+	// Each way Flux can fetch a custom resource's directory, in a loop of
+	// its own: its own GitRepository (a sparse clone of the branch), or
+	// its own OCIRepository on the artifact Scribe pushes for it
+	// (spec.git.artifacts).
+	sources := []string{"git", "artifacts"}
+	if v := os.Getenv("SCRIBE_BENCH_SCALE_SOURCES"); v != "" {
+		sources = strings.Split(v, ",")
+	}
+	for _, src := range sources {
+		if src != "git" && src != "artifacts" {
+			t.Fatalf("SCRIBE_BENCH_SCALE_SOURCES=%q: want git, artifacts or both", os.Getenv("SCRIBE_BENCH_SCALE_SOURCES"))
+		}
+		t.Run(src, func(t *testing.T) { benchLoopScale(t, sizes, changes, src == "artifacts") })
+	}
+}
+
+// benchLoopScale is TestBenchLoopScale for one kind of per-CR source.
+func benchLoopScale(t *testing.T, sizes []int, changes int, artifacts bool) {
 	ctx := context.Background()
 	ns := "scale"
+	via := "per-CR GitRepository"
+	if artifacts {
+		via = "per-CR OCI artifact"
+	}
 	// Scribe runs with the command's defaults (workers, polls), not the
 	// loop tests' four workers.
 	s := newLoop(t, ns, controller.Options{})
+	if artifacts {
+		useArtifacts(t, s, ns)
+	}
 	have := 0
 	for _, n := range sizes {
 		watchCtx, stopWatch := context.WithCancel(ctx)
@@ -238,7 +314,7 @@ func TestBenchLoopScale(t *testing.T) {
 			}
 			return healthy == n, fmt.Sprintf("%d of %d healthy", healthy, n)
 		})
-		t.Logf("RESULT %d Workloads: created -> all Healthy through Flux: %s", n, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("RESULT %s, %d Workloads: created -> all Healthy through Flux: %s", via, n, time.Since(start).Round(100*time.Millisecond))
 		stopWatch()
 		isNew := func(name string) bool {
 			var i int
@@ -246,7 +322,7 @@ func TestBenchLoopScale(t *testing.T) {
 			return err == nil && i >= before && i < n
 		}
 		for _, line := range timeline.report(isNew) {
-			t.Logf("RESULT %d Workloads, bring-up: %s", n, line)
+			t.Logf("RESULT %s, %d Workloads, bring-up: %s", via, n, line)
 		}
 		if !s.kustomizeIdle(ctx, time.Minute) {
 			t.Logf("kustomize-controller still busy a minute after the bring-up with %d Workloads", n)
@@ -260,8 +336,8 @@ func TestBenchLoopScale(t *testing.T) {
 			// change at all is measured over a quiet window and taken off
 			// each change's figures.
 			idle := s.fluxBackground(ctx, 30*time.Second)
-			t.Logf("RESULT %d Workloads, %s: Flux with no change, per minute: %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
-				n, server, idle.reconciles*60, idle.kc*60, idle.sc*60)
+			t.Logf("RESULT %s, %d Workloads, %s: Flux with no change, per minute: %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
+				via, n, server, idle.reconciles*60, idle.kc*60, idle.sc*60)
 			for i := range changes {
 				name := fmt.Sprintf("svc-%04d", (i*7919+round*104729)%n)
 				key := types.NamespacedName{Namespace: ns, Name: name}
@@ -285,7 +361,6 @@ func TestBenchLoopScale(t *testing.T) {
 				var commit string
 				var committed, artifact time.Duration
 				ks := &kustomizev1.Kustomization{}
-				gr := &sourcev1.GitRepository{}
 				sync := types.NamespacedName{Namespace: "flux-system", Name: "workload." + ns + "." + name}
 				pollEvery(t, 20*time.Millisecond, 10*time.Minute, fmt.Sprintf("change %d of %s applied", i+1, name), func() (bool, string) {
 					if commit == "" {
@@ -297,17 +372,17 @@ func TestBenchLoopScale(t *testing.T) {
 						commit, committed = w.Status.Revision, time.Since(begin)
 					}
 					if artifact == 0 {
-						_ = s.Client.Get(ctx, sync, gr)
-						if gr.Status.Artifact == nil || gr.Status.Artifact.Revision != "main@sha1:"+commit {
-							if gr.Status.Artifact == nil {
-								return false, "source without an artifact"
-							}
-							return false, "source at " + gr.Status.Artifact.Revision
+						if at := sourceCommit(ctx, s, sync, artifacts); at != "main@sha1:"+commit {
+							return false, "source at " + at
 						}
 						artifact = time.Since(begin)
 					}
 					_ = s.Client.Get(ctx, sync, ks)
-					return ks.Status.LastAppliedRevision == "main@sha1:"+commit, "applied " + ks.Status.LastAppliedRevision
+					applied := ks.Status.LastAppliedRevision
+					if artifacts {
+						applied = ks.Status.LastAppliedOriginRevision
+					}
+					return applied == "main@sha1:"+commit, "applied " + applied
 				})
 				lat = append(lat, time.Since(begin))
 				toCommit, toArtifact = append(toCommit, committed), append(toArtifact, artifact)
@@ -317,13 +392,17 @@ func TestBenchLoopScale(t *testing.T) {
 				w := s.fluxDone(ctx).beyond(w0, idle, time.Since(begin).Seconds())
 				recs, kcCPU, scCPU = append(recs, w.reconciles), append(kcCPU, w.kc), append(scCPU, w.sc)
 			}
-			t.Logf("RESULT %d Workloads, %s: CR change -> Flux applied Scribe's commit: %s", n, server, stats(lat))
-			t.Logf("RESULT %d Workloads, %s: of which CR change -> commit in the Workload's status: %s; -> its GitRepository's artifact at the commit: %s", n, server, stats(toCommit), stats(toArtifact))
-			t.Logf("RESULT %d Workloads, %s: Flux per Scribe commit beyond its background (median of %d): %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
-				n, server, changes, median(recs), median(kcCPU), median(scCPU))
+			t.Logf("RESULT %s, %d Workloads, %s: CR change -> Flux applied Scribe's commit: %s", via, n, server, stats(lat))
+			t.Logf("RESULT %s, %d Workloads, %s: of which CR change -> commit in the Workload's status: %s; -> its source's artifact at the commit: %s", via, n, server, stats(toCommit), stats(toArtifact))
+			t.Logf("RESULT %s, %d Workloads, %s: Flux per Scribe commit beyond its background (median of %d): %.0f Kustomization reconciles, kustomize-controller %.2f CPU-s, source-controller %.2f CPU-s",
+				via, n, server, changes, median(recs), median(kcCPU), median(scCPU))
 		}
 		bare := s.Git.BareDir(RepoName)
 		measure(gitObjects(t, bare), 0)
+		if artifacts {
+			// The per-CR sources do not read the git server.
+			continue
+		}
 		// What a forge's periodic maintenance (git gc) does to the same
 		// measurement: the git server here keeps each small push's
 		// objects loose until git's own gc --auto threshold (6700).

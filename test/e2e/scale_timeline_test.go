@@ -32,8 +32,8 @@ const (
 var bringUpStages = []string{
 	"created (seen by a watch)",
 	"committed (revision in status)",
-	"its GitRepository created (root Kustomization applied the sync index)",
-	"its GitRepository's first artifact",
+	"its source created (root Kustomization applied the sync index)",
+	"its source's first artifact",
 	"its Kustomization applied",
 	"Healthy",
 }
@@ -48,7 +48,7 @@ type bringUpTimeline struct {
 }
 
 // watchBringUp starts informers on the namespace's Workloads and on the
-// per-CR Flux GitRepositories and Kustomizations (labelled with it) until
+// per-CR Flux sources and Kustomizations (labelled with it) until
 // ctx ends.
 func watchBringUp(ctx context.Context, t *testing.T, s *Stack, ns string) *bringUpTimeline {
 	t.Helper()
@@ -82,17 +82,29 @@ func watchBringUp(ctx context.Context, t *testing.T, s *Stack, ns string) *bring
 			tl.mark(w.Name, stageHealthy)
 		}
 	})
-	on(&sourcev1.GitRepository{}, func(o any) {
-		g, ok := o.(*sourcev1.GitRepository)
-		if !ok || g.Labels["scribe.dev/namespace"] != ns {
+	// The custom resource's own source: a GitRepository, or an
+	// OCIRepository with per-CR artifacts.
+	source := func(o any) {
+		var labels map[string]string
+		var artifact bool
+		switch g := o.(type) {
+		case *sourcev1.GitRepository:
+			labels, artifact = g.Labels, g.Status.Artifact != nil
+		case *sourcev1.OCIRepository:
+			labels, artifact = g.Labels, g.Status.Artifact != nil
+		default:
 			return
 		}
-		name := g.Labels["scribe.dev/name"]
-		tl.mark(name, stageSourceCreated)
-		if g.Status.Artifact != nil {
-			tl.mark(name, stageArtifact)
+		if labels["scribe.dev/namespace"] != ns {
+			return
 		}
-	})
+		tl.mark(labels["scribe.dev/name"], stageSourceCreated)
+		if artifact {
+			tl.mark(labels["scribe.dev/name"], stageArtifact)
+		}
+	}
+	on(&sourcev1.GitRepository{}, source)
+	on(&sourcev1.OCIRepository{}, source)
 	on(&kustomizev1.Kustomization{}, func(o any) {
 		k, ok := o.(*kustomizev1.Kustomization)
 		if !ok || k.Labels["scribe.dev/namespace"] != ns {
