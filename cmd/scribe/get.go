@@ -63,8 +63,9 @@ func newGetCmd() *cobra.Command {
 cluster as trees: a Workload's phase, versions and their weights, step k of
 n (or the canary's warm-up at weight 0), each analysis check with its last
 value, the pull request, Scribe's commit (status.revision) and the revision
-its applier reports (the Flux Kustomization's status.lastAppliedRevision
-or the Argo CD Application's status.sync.revision); a Pipeline's stages;
+its applier reports (the Flux Kustomization's status.lastAppliedRevision,
+its lastAppliedOriginRevision when it applied a per-CR artifact, or the
+Argo CD Application's status.sync.revision); a Pipeline's stages;
 an Experiment's commit stages, targets and workflow.
 
 Without NAME it shows every object of the kind in the namespace (-A: in
@@ -266,6 +267,10 @@ func readApplied(ctx context.Context, c client.Client, gen *scribev1.GeneratedRe
 		a.Note = err.Error()
 	default:
 		a.Revision, _, _ = unstructured.NestedString(u.Object, path...)
+		// From a per-CR artifact, the commit it was made from.
+		if origin, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedOriginRevision"); id.Kind == "Kustomization" && origin != "" {
+			a.Revision = origin
+		}
 	}
 	return a
 }

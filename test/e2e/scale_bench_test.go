@@ -286,8 +286,17 @@ func benchLoopScale(t *testing.T, sizes []int, changes int, artifacts bool) {
 		via = "per-CR OCI artifact"
 	}
 	// Scribe runs with the command's defaults (workers, polls), not the
-	// loop tests' four workers.
-	s := newLoop(t, ns, controller.Options{})
+	// loop tests' four workers; Flux with SCRIBE_BENCH_FLUX_ARGS added to
+	// its controllers' (such as Flux's vertical-scaling guide's
+	// --concurrent=10 --requeue-dependency=5s), its defaults without.
+	skipWithoutLoop(t)
+	fluxArgs := strings.Fields(os.Getenv("SCRIBE_BENCH_FLUX_ARGS"))
+	s := StartOpts(t, StackOptions{Applier: scribev1.ApplierFlux, FluxArgs: fluxArgs})
+	newNamespaceAndRepository(t, s, ns)
+	startScribe(t, s, controller.Options{})
+	if len(fluxArgs) > 0 {
+		via += " (Flux " + strings.Join(fluxArgs, " ") + ")"
+	}
 	if artifacts {
 		useArtifacts(t, s, ns)
 	}

@@ -84,6 +84,8 @@ type Stack struct {
 	dns           *clusterDNS
 	// fluxLockdown: see StackOptions.FluxLockdown.
 	fluxLockdown bool
+	// fluxArgs: see StackOptions.FluxArgs.
+	fluxArgs []string
 
 	node *nodeAttachment // this loop's kubelet and kube-proxy
 	// closers stop what runs beside the loop (the app cluster), first
@@ -265,6 +267,9 @@ type StackOptions struct {
 	// loop's cluster DNS, so workflow pods run on the real node and reach
 	// Services by name (stack_workflows.go); RealNode only.
 	ArgoWorkflows bool
+	// FluxArgs are added to source-controller's and kustomize-controller's
+	// command lines (such as Flux's vertical-scaling flags).
+	FluxArgs []string
 }
 
 // StartOpts boots the stack as opts say; t.Cleanup stops it.
@@ -274,7 +279,7 @@ func StartOpts(t testing.TB, opts StackOptions) *Stack {
 		opts.Applier = scribev1.ApplierFlux
 	}
 	s := &Stack{Dir: t.TempDir(), logf: t.Logf, Applier: opts.Applier, controlPlaneOnly: opts.ControlPlaneOnly, prometheus: opts.Prometheus && opts.RealNode, fluxLockdown: opts.FluxLockdown,
-		argoWorkflows: opts.ArgoWorkflows && opts.RealNode}
+		argoWorkflows: opts.ArgoWorkflows && opts.RealNode, fluxArgs: opts.FluxArgs}
 	if opts.RealNode {
 		// Before the loop's own cleanups: the node is released after the
 		// loop has stopped.
@@ -513,6 +518,7 @@ func (s *Stack) startRest(ctx context.Context, t testing.TB) error {
 		s.metrics[c.name] = m
 		s.mu.Unlock()
 		args := append([]string{"--metrics-addr=" + m, "--health-addr=" + h, "--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=info"}, c.args...)
+		args = append(args, s.fluxArgs...)
 		if err := s.run(c.name, filepath.Join(loop, c.name), fluxEnv, args...); err != nil {
 			return err
 		}
