@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,23 +91,67 @@ func (s *Stack) cpuSeconds(name string) float64 {
 	if cmd == nil || cmd.Process == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	_, cpu := procStat(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	return cpu
+}
+
+// procStat reads a /proc/<pid>/stat file: the command name and the
+// user+system CPU time in seconds.
+func procStat(file string) (string, float64) {
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return 0
+		return "", 0
 	}
 	// Fields after the command name (which may hold spaces): utime and
 	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
-	rest := string(b)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
+	rest, comm := string(b), ""
+	if i, j := strings.IndexByte(rest, '('), strings.LastIndexByte(rest, ')'); i >= 0 && j > i {
+		comm, rest = rest[i+1:j], rest[j+1:]
 	}
 	f := strings.Fields(rest)
 	if len(f) < 13 {
-		return 0
+		return comm, 0
 	}
 	u, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / 100
+	return comm, (u + st) / 100
+}
+
+// cpuByCommand sums the CPU time of every process on the machine by
+// command name (as the kernel shortens it to 15 characters): the loop's
+// control plane, kwok, Flux, and this test process (Scribe runs in it).
+func cpuByCommand() map[string]float64 {
+	out := map[string]float64{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		if comm, cpu := procStat(f); comm != "" {
+			out[comm] += cpu
+		}
+	}
+	return out
+}
+
+// cpuReport says, largest first, which commands used the CPU between two
+// cpuByCommand readings over a wall-clock duration.
+func cpuReport(before, after map[string]float64, wall time.Duration) string {
+	type use struct {
+		comm string
+		cpu  float64
+	}
+	var uses []use
+	total := 0.0
+	for comm, cpu := range after {
+		if d := cpu - before[comm]; d >= 0.5 {
+			uses = append(uses, use{comm, d})
+			total += d
+		}
+	}
+	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(b.cpu, a.cpu) })
+	parts := make([]string, 0, len(uses))
+	for _, u := range uses {
+		parts = append(parts, fmt.Sprintf("%s %.0f", u.comm, u.cpu))
+	}
+	return fmt.Sprintf("%.0f CPU-s in %s on %d cores (%s)", total, wall.Round(time.Second), runtime.NumCPU(), strings.Join(parts, ", "))
 }
 
 // kustomizeIdle waits (at most limit) until kustomize-controller has no
@@ -304,6 +352,7 @@ func benchLoopScale(t *testing.T, sizes []int, changes int, artifacts bool) {
 	for _, n := range sizes {
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		timeline := watchBringUp(watchCtx, t, s, ns)
+		cpu0 := cpuByCommand()
 		start, before := time.Now(), have
 		for ; have < n; have++ {
 			if err := s.Client.Create(ctx, scaleWorkload(ns, have)); err != nil {
@@ -324,6 +373,7 @@ func benchLoopScale(t *testing.T, sizes []int, changes int, artifacts bool) {
 			return healthy == n, fmt.Sprintf("%d of %d healthy", healthy, n)
 		})
 		t.Logf("RESULT %s, %d Workloads: created -> all Healthy through Flux: %s", via, n, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("RESULT %s, %d Workloads, bring-up: %s", via, n, cpuReport(cpu0, cpuByCommand(), time.Since(start)))
 		stopWatch()
 		isNew := func(name string) bool {
 			var i int
