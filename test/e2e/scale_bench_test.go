@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +130,29 @@ func cpuByCommand() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// profileBringUp, with SCRIBE_BENCH_PROFILE naming a folder, writes
+// this process's CPU profile (Scribe, the registry, the git server's
+// front and the test's own clients) into <folder>/<name>.pprof until the
+// returned function is called.
+func profileBringUp(t *testing.T, name string) func() {
+	dir := os.Getenv("SCRIBE_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		t.Logf("the bring-up's CPU profile is in %s", f.Name())
+	}
 }
 
 // cpuReport says, largest first, which commands used the CPU between two
@@ -353,6 +377,7 @@ func benchLoopScale(t *testing.T, sizes []int, changes int, artifacts bool) {
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		timeline := watchBringUp(watchCtx, t, s, ns)
 		cpu0 := cpuByCommand()
+		stopProfile := profileBringUp(t, fmt.Sprintf("bring-up-%d", n))
 		start, before := time.Now(), have
 		for ; have < n; have++ {
 			if err := s.Client.Create(ctx, scaleWorkload(ns, have)); err != nil {
@@ -374,6 +399,7 @@ func benchLoopScale(t *testing.T, sizes []int, changes int, artifacts bool) {
 		})
 		t.Logf("RESULT %s, %d Workloads: created -> all Healthy through Flux: %s", via, n, time.Since(start).Round(100*time.Millisecond))
 		t.Logf("RESULT %s, %d Workloads, bring-up: %s", via, n, cpuReport(cpu0, cpuByCommand(), time.Since(start)))
+		stopProfile()
 		stopWatch()
 		isNew := func(name string) bool {
 			var i int
