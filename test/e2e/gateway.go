@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,12 @@ func (s *Stack) writeRouteStatus(ctx context.Context, rd client.Reader) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	missingSince := map[types.UID]time.Time{}
+	// A route whose status was found right is looked at again only when
+	// it, or a Gateway or Service it names, changed, as an
+	// implementation's informers would tell it: with a thousand routes,
+	// copying and comparing each one four times a second made this player
+	// the loop's largest user of CPU.
+	settled := map[types.UID]string{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,12 +152,27 @@ func (s *Stack) writeRouteStatus(ctx context.Context, rd client.Reader) {
 			s.ingressStatus(ctx)
 			continue
 		}
-		if err := rd.List(ctx, list); err != nil {
+		// The cache's own objects, not copies: routeStatus copies a
+		// route before it writes it.
+		if err := rd.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			continue
 		}
+		gateways := objectVersions(ctx, rd, gatewayGroup+"/v1", "Gateway")
+		services := objectVersions(ctx, rd, "v1", "Service")
 		for i := range list.Items {
-			if err := s.routeStatus(ctx, rd, &list.Items[i], missingSince); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				s.logf("gateway: route status of %s/%s: %v", list.Items[i].GetNamespace(), list.Items[i].GetName(), err)
+			r := &list.Items[i]
+			key := r.GetResourceVersion() + "/" + routeDeps(r, gateways, services)
+			if settled[r.GetUID()] == key {
+				continue
+			}
+			right, err := s.routeStatus(ctx, rd, r, missingSince)
+			if err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				s.logf("gateway: route status of %s/%s: %v", r.GetNamespace(), r.GetName(), err)
+			}
+			if right {
+				settled[r.GetUID()] = key
+			} else {
+				delete(settled, r.GetUID())
 			}
 		}
 		s.ingressStatus(ctx)
@@ -187,9 +209,59 @@ func publishIngresses(ctx context.Context, c client.Client, ip string, logf func
 	}
 }
 
+// objectVersions lists kind (apiVersion, kind) from rd's cache without
+// copying, as namespace/name -> resourceVersion.
+func objectVersions(ctx context.Context, rd client.Reader, apiVersion, kind string) map[string]string {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion(apiVersion)
+	list.SetKind(kind + "List")
+	out := map[string]string{}
+	if err := rd.List(ctx, list, client.UnsafeDisableDeepCopy); err == nil {
+		for i := range list.Items {
+			out[list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()] = list.Items[i].GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// routeDeps is what a route's status depends on besides the route: the
+// resourceVersions (empty when missing) of the Gateways its parentRefs
+// name and of the Services its backendRefs name.
+func routeDeps(r *unstructured.Unstructured, gateways, services map[string]string) string {
+	var b strings.Builder
+	ref := func(m map[string]any, versions map[string]string) {
+		ns, _ := m["namespace"].(string)
+		if ns == "" {
+			ns = r.GetNamespace()
+		}
+		name, _ := m["name"].(string)
+		b.WriteString(versions[ns+"/"+name])
+		b.WriteByte(',')
+	}
+	refs, _, _ := unstructured.NestedSlice(r.Object, "spec", "parentRefs")
+	for _, p := range refs {
+		if pm, ok := p.(map[string]any); ok {
+			ref(pm, gateways)
+		}
+	}
+	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+	for _, rule := range rules {
+		rm, _ := rule.(map[string]any)
+		backends, _ := rm["backendRefs"].([]any)
+		for _, be := range backends {
+			if bm, ok := be.(map[string]any); ok {
+				ref(bm, services)
+			}
+		}
+	}
+	return b.String()
+}
+
 // routeStatus writes the status.parents entries of the parentRefs that
-// name a Gateway of our class; other controllers' entries are kept.
-func (s *Stack) routeStatus(ctx context.Context, rd client.Reader, r *unstructured.Unstructured, missingSince map[types.UID]time.Time) error {
+// name a Gateway of our class; other controllers' entries are kept. It
+// reports whether the route's status was found right (nothing written,
+// every backend resolved); r is not changed.
+func (s *Stack) routeStatus(ctx context.Context, rd client.Reader, r *unstructured.Unstructured, missingSince map[types.UID]time.Time) (bool, error) {
 	gen := r.GetGeneration()
 	refs, _, _ := unstructured.NestedSlice(r.Object, "spec", "parentRefs")
 	old, _, _ := unstructured.NestedSlice(r.Object, "status", "parents")
@@ -213,7 +285,7 @@ func (s *Stack) routeStatus(ctx context.Context, rd client.Reader, r *unstructur
 			missingSince[r.GetUID()] = time.Now()
 		}
 		if !seen || time.Since(since) < 2*time.Second {
-			return nil
+			return false, nil
 		}
 	}
 	now := metav1.Now().UTC().Format(time.RFC3339)
@@ -234,13 +306,14 @@ func (s *Stack) routeStatus(ctx context.Context, rd client.Reader, r *unstructur
 		parents = append(parents, map[string]any{"parentRef": rm, "controllerName": GatewayController, "conditions": conds})
 	}
 	if reflect.DeepEqual(normalize(parents), normalize(old)) {
-		return nil
+		return resolved, nil
 	}
-	r.Object["status"] = map[string]any{"parents": parents}
+	w := r.DeepCopy()
+	w.Object["status"] = map[string]any{"parents": parents}
 	if parents == nil {
-		r.Object["status"] = map[string]any{"parents": []any{}}
+		w.Object["status"] = map[string]any{"parents": []any{}}
 	}
-	return s.Client.Status().Update(ctx, r)
+	return false, s.Client.Status().Update(ctx, w)
 }
 
 // normalize makes a parents list comparable with one read from the API.

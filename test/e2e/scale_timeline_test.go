@@ -139,6 +139,19 @@ func (tl *bringUpTimeline) mark(name string, stage int) {
 	}
 }
 
+// count is how many of the Workloads named new have reached stage.
+func (tl *bringUpTimeline) count(stage int, isNew func(name string) bool) int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	n := 0
+	for name, at := range tl.reached {
+		if isNew(name) && !at[stage].IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
 // report says, per stage, when the last of the Workloads named new
 // reached it (from the start of the bring-up) and how long the step from
 // the previous stage took per Workload.
