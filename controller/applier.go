@@ -144,8 +144,8 @@ func (a *fluxApplier) Applied(ctx context.Context, sync, src scribev1.ObjectIden
 	if !found {
 		return notObserved("Kustomization", sync, err)
 	}
-	// The per-CR GitRepository, or the Repository's source every
-	// Kustomization reads.
+	// The custom resource's own GitRepository or OCIRepository, or the
+	// Repository's source every Kustomization reads.
 	source := fluxSourceOf(string(a.in.SourceKind), a.in.Namespace, a.in.Name)
 	if kind, ok := a.ownSourceKind(); ok {
 		source = fluxSourceOf(string(kind), sync.Namespace, sync.Name)

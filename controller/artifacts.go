@@ -2,11 +2,15 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/health"
@@ -40,17 +44,29 @@ func (r *Resolver) artifactsFor(ctx context.Context, repo *scribev1.Repository, 
 		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf(
 			"repository %s/%s: spec.git.artifacts cannot be used with spec.git.pullRequest: a merge on the forge would push no artifact", repo.Namespace, repo.Name)}
 	}
-	url := strings.TrimSuffix(a.URL, "/")
-	at := &artifactTarget{prefix: url, insecure: a.Insecure}
+	// Plain HTTP only to a loopback registry, as for spec.oci: a tenant
+	// cannot send a registry credential in the clear.
+	host, _, _ := strings.Cut(strings.TrimPrefix(a.URL, "oci://"), "/")
+	loopback := strings.HasPrefix(host, "127.0.0.1") || strings.HasPrefix(host, "localhost")
+	// One key per Git repository, branch and path under the prefix:
+	// Repositories of two clusters sharing a prefix never overwrite each
+	// other's artifacts.
+	sum := sha256.Sum256([]byte(repo.Spec.Git.URL + "\x00" + in.Applier.Revision + "\x00" + in.Path))
+	prefix := strings.TrimSuffix(a.URL, "/") + "/" + hex.EncodeToString(sum[:4])
+	if _, err := ocisink.New(ocisink.Options{URL: prefix + "/x", Insecure: loopback}); err != nil {
+		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf(
+			"repository %s/%s: spec.git.artifacts.url: %w", repo.Namespace, repo.Name, err)}
+	}
+	at := &artifactTarget{prefix: prefix, insecure: loopback}
 	if a.SecretRef != nil {
-		s, err := r.Secret(ctx, repo.Namespace, a.SecretRef.Name, url, "spec.git.artifacts.secretRef")
+		s, err := r.Secret(ctx, repo.Namespace, a.SecretRef.Name, a.URL, "spec.git.artifacts.secretRef")
 		if err != nil {
 			return err
 		}
 		at.dockerConfig = s[corev1.DockerConfigJsonKey]
 	}
 	t.Artifacts = at
-	in.Applier.FluxArtifact = &render.FluxArtifactSource{URL: url, Insecure: a.Insecure}
+	in.Applier.FluxArtifact = &render.FluxArtifactSource{URL: prefix, Insecure: loopback}
 	return nil
 }
 
@@ -75,32 +91,42 @@ func artifactFiles(b *render.Bundle) (map[string][]byte, error) {
 // artifact, named after its sync object, with res's commit as its
 // revision (Flux reports it as the Kustomization's
 // lastAppliedOriginRevision), and remembers its digest for the read-back.
-// A removal pushes nothing: the root Kustomization prunes the
-// OCIRepository with the sync file.
-func (p *Publisher) pushArtifact(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, c publish.Change, res publish.Result) error {
-	if t.Artifacts == nil || c.Delete || c.Bundle == nil {
-		return nil
-	}
-	files, err := artifactFiles(c.Bundle)
-	if err != nil {
-		return err
+// It reports whether it pushed. A removal deletes the artifact instead
+// (the root Kustomization prunes the OCIRepository with the sync file),
+// so that a custom resource created later under the same name never
+// starts from it; a registry that refuses deletes is logged, not fatal.
+func (p *Publisher) pushArtifact(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, c publish.Change, res publish.Result) (bool, error) {
+	if t.Artifacts == nil || sync.Name == "" {
+		return false, nil
 	}
 	sink, err := ocisink.New(ocisink.Options{
 		URL:              t.Artifacts.prefix + "/" + sync.Name + ":latest",
 		Insecure:         t.Artifacts.insecure,
 		DockerConfigJSON: t.Artifacts.dockerConfig,
 		Revision:         res.Revision,
-		Source:           t.Repo.Spec.Git.URL,
 	})
 	if err != nil {
-		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.artifacts.url: %w", err)}
+		return false, &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.artifacts.url: %w", err)}
+	}
+	if c.Delete {
+		if err := sink.Remove(ctx); err != nil {
+			log.FromContext(ctx).Info("the removed custom resource's artifact stays in the registry", "artifact", sink.URL(), "error", err.Error())
+		}
+		return false, nil
+	}
+	if c.Bundle == nil {
+		return false, nil
+	}
+	files, err := artifactFiles(c.Bundle)
+	if err != nil {
+		return false, err
 	}
 	pushed, err := sink.Replace(ctx, files)
 	if err != nil {
-		return fmt.Errorf("push the artifact of commit %s: %w", res.Commit, err)
+		return false, fmt.Errorf("push the artifact of commit %s: %w", res.Commit, err)
 	}
 	p.artifacts.put(c.Source, res.Commit, pushed.Commit)
-	return nil
+	return true, nil
 }
 
 // pushedArtifacts remembers, per custom resource, the digest of the last
@@ -114,10 +140,14 @@ type pushedArtifacts struct {
 
 type pushedArtifact struct{ commit, digest string }
 
+// maxPushedArtifacts bounds pushedArtifacts: one entry per custom
+// resource, about 150 bytes, so twice the 10,000 CRs measured.
+const maxPushedArtifacts = 20000
+
 func (a *pushedArtifacts) put(src scribev1.ObjectIdentity, commit, digest string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.m == nil || len(a.m) > 10000 {
+	if a.m == nil || len(a.m) > maxPushedArtifacts {
 		a.m = map[string]pushedArtifact{}
 	}
 	a.m[publish.ObjectRef(src)] = pushedArtifact{commit: health.RevisionHash(commit), digest: health.RevisionHash(digest)}

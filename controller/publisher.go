@@ -264,15 +264,20 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c pub
 	p.Metrics.ObservePublish(c.Source.Kind, sink, time.Since(start), res.Changed)
 	// The custom resource's own artifact follows every publish, also
 	// one that found its content committed already: that is the retry
-	// of a push that failed after its commit landed.
-	if err := p.pushArtifact(ctx, t, sync, c, res); err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-		return publish.Result{}, err
-	}
-	if res.Changed {
+	// of a push that failed after its commit landed. Flux is asked either
+	// way: the commit is on the branch.
+	pushed, pushErr := p.pushArtifact(ctx, t, sync, c, res)
+	switch {
+	case res.Changed:
 		p.markCommitted(res.Commit)
 		p.nudgeAfterPush(ctx, t, sync, res)
+	case pushed:
+		p.Nudge(ctx, t, sync, false)
+	}
+	if pushErr != nil {
+		span.RecordError(pushErr)
+		span.SetStatus(codes.Error, pushErr.Error())
+		return publish.Result{}, pushErr
 	}
 	return res, nil
 }
@@ -372,10 +377,11 @@ func (p *Publisher) Applied(ctx context.Context, t *Target, src, sync scribev1.O
 // ancestry answers "does applied carry our commit's paths" from the Git cache.
 func (p *Publisher) ancestry(t *Target, src scribev1.ObjectIdentity) health.Ancestry {
 	return func(ctx context.Context, ours, applied string) (bool, error) {
-		if t.Artifacts != nil && len(applied) == 64 {
+		if t.GitOpts != nil && len(applied) == 64 {
 			// An artifact's digest (sha256), not a commit (sha1): ours
-			// when it is the artifact pushed with our commit in it.
-			return p.artifacts.carries(src, ours, applied), nil
+			// when it is the artifact pushed with our commit in it (never
+			// once spec.git.artifacts is gone).
+			return t.Artifacts != nil && p.artifacts.carries(src, ours, applied), nil
 		}
 		if t.GitOpts == nil {
 			return ours == applied, nil

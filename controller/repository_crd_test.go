@@ -12,8 +12,10 @@ import (
 
 // The Repository CRD refuses, at admission, a URL that carries credentials
 // (which would be stored in etcd, shown by kubectl and written into the
-// sync objects) and a spec.git.path that Git refuses in a tree or that
-// leaves the repository; the same values without the fault are accepted.
+// sync objects), a spec.git.path that Git refuses in a tree or that
+// leaves the repository, and per-CR artifacts with a tag in their prefix,
+// with Argo CD or with pull requests; the same values without the fault
+// are accepted.
 func TestRepositoryCRDRefusesCredentialsInURLsAndPathsGitRefuses(t *testing.T) {
 	e := testEnv(t)
 	ctx := t.Context()
@@ -36,6 +38,19 @@ func TestRepositoryCRDRefusesCredentialsInURLsAndPathsGitRefuses(t *testing.T) {
 		{"path .git with a trailing dot", git("https://git.example.com/org/r.git", "x/.git./y"), ".git component"},
 		{"path with a backslash", git("https://git.example.com/org/r.git", `clusters\dev`), "backslash"},
 		{"path leaving the repository", git("https://git.example.com/org/r.git", "a/../../b"), "stay inside the repository"},
+		{"artifacts with a password", withArtifacts(git("https://git.example.com/org/r.git", "."), "oci://robot:s3cret@registry.example.com/fleet"), "must not carry credentials"},
+		{"artifacts with a tag", withArtifacts(git("https://git.example.com/org/r.git", "."), "oci://registry.example.com/fleet:v1"), "spec.git.artifacts.url"},
+		{"artifacts with Argo CD", func() scribev1.RepositorySpec {
+			r := withArtifacts(git("https://git.example.com/org/r.git", "."), "oci://registry.example.com/fleet")
+			r.Applier.Kind = scribev1.ApplierArgoCD
+			return r
+		}(), "needs spec.applier.kind Flux"},
+		{"artifacts with pull requests", func() scribev1.RepositorySpec {
+			r := withArtifacts(git("https://git.example.com/org/r.git", "."), "oci://registry.example.com/fleet")
+			r.Git.PullRequest = &scribev1.PullRequestSpec{Provider: "gitea", SecretRef: scribev1.LocalObjectReference{Name: "forge"}}
+			return r
+		}(), "cannot be used with spec.git.pullRequest"},
+		{"artifacts", withArtifacts(git("https://git.example.com/org/r.git", "."), "oci://registry.example.com:5000/fleet/team-a"), ""},
 		{"ssh login", git("ssh://git@git.example.com/org/r.git", "clusters/dev"), ""},
 		{"path with .github and .gitignore-like names", git("https://git.example.com/org/r.git", ".github/x.git/.gitx"), ""},
 	} {
@@ -55,4 +70,10 @@ func TestRepositoryCRDRefusesCredentialsInURLsAndPathsGitRefuses(t *testing.T) {
 			// apiserver quotes it); nothing is stored.
 		})
 	}
+}
+
+// withArtifacts adds spec.git.artifacts with url to a Git Repository spec.
+func withArtifacts(r scribev1.RepositorySpec, url string) scribev1.RepositorySpec {
+	r.Git.Artifacts = &scribev1.ArtifactsSpec{URL: url}
+	return r
 }

@@ -125,9 +125,13 @@ type GitRepositorySpec struct {
 // +kubebuilder:validation:XValidation:rule="!self.url.matches('^oci://[^/]*@')",message="the URL must not carry credentials: put them in spec.git.artifacts.secretRef"
 type ArtifactsSpec struct {
 	// URL is the OCI repository prefix, oci://host[:port]/path: each
-	// custom resource's artifact is <url>/<its sync object's name>:latest
-	// (workload.<namespace>.<name>, as its Flux Kustomization is named).
-	// Flux pulls from the same URL.
+	// custom resource's artifact is <url>/<key>/<its sync object's
+	// name>:latest, where <key> is 8 hex digits of a hash of spec.git's
+	// url, branch and path (so Repositories that share a prefix never
+	// share an artifact) and the sync object's name is
+	// workload.<namespace>.<name>, as its Flux Kustomization is named.
+	// Flux pulls from the same URL. HTTPS, or plain HTTP to a loopback
+	// registry (127.0.0.1, localhost), as for spec.oci.
 	// +kubebuilder:validation:Pattern="^oci://[^/]+/[^:@]+$"
 	// +kubebuilder:validation:MaxLength=180
 	// +required
@@ -139,9 +143,6 @@ type ArtifactsSpec struct {
 	// anonymously.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
-	// Insecure lets Scribe and Flux reach the registry over plain HTTP.
-	// +optional
-	Insecure bool `json:"insecure,omitempty"`
 }
 
 // CommitAuthor is the name and email on Scribe's commits.

@@ -156,7 +156,7 @@ func flux(ctx context.Context, ks *kustomizev1.Kustomization, commit string, anc
 			"Kustomization is suspended; last applied revision %q", st.LastAppliedRevision)), nil
 	case !applied:
 		msg := fmt.Sprintf("last applied revision %q is not %s or a descendant with our paths unchanged",
-			st.LastAppliedRevision, revs.ours)
+			v.AppliedRevision, revs.ours)
 		if st.LastAttemptedRevision != "" && st.LastAttemptedRevision != st.LastAppliedRevision {
 			msg += fmt.Sprintf("; last attempted revision %q", st.LastAttemptedRevision)
 		}

@@ -60,9 +60,12 @@ func TestLoopAppliesEachCustomResourceFromItsOwnArtifact(t *testing.T) {
 	if err := s.Client.Get(ctx, sync, o); err != nil {
 		t.Fatal(err)
 	}
-	url := "oci://" + s.Registry + "/scribe/" + ns + "/" + sync.Name
-	if o.Spec.URL != url || o.Status.Artifact == nil || o.Status.Artifact.Metadata["org.opencontainers.image.revision"] != "main@sha1:"+first {
-		t.Fatalf("OCIRepository %s at %+v, want %s carrying main@sha1:%s", o.Spec.URL, o.Status.Artifact, url, first)
+	// <url>/<8 hex digits of the Git repository, branch and path>/<sync name>
+	prefix, url := "oci://"+s.Registry+"/scribe/"+ns+"/", o.Spec.URL
+	key, name, _ := strings.Cut(strings.TrimPrefix(url, prefix), "/")
+	if !strings.HasPrefix(url, prefix) || len(key) != 8 || name != sync.Name || o.Status.Artifact == nil ||
+		o.Status.Artifact.Metadata["org.opencontainers.image.revision"] != "main@sha1:"+first {
+		t.Fatalf("OCIRepository %s at %+v, want %s<key>/%s carrying main@sha1:%s", url, o.Status.Artifact, prefix, sync.Name, first)
 	}
 	poll(t, time.Minute, "the Workload's GitRepository pruned", func() (bool, string) {
 		err := s.Client.Get(ctx, sync, &sourcev1.GitRepository{})

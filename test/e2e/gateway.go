@@ -159,10 +159,13 @@ func (s *Stack) writeRouteStatus(ctx context.Context, rd client.Reader) {
 		}
 		gateways := objectVersions(ctx, rd, gatewayGroup+"/v1", "Gateway")
 		services := objectVersions(ctx, rd, "v1", "Service")
+		was := settled
+		settled = make(map[types.UID]string, len(list.Items)) // deleted routes drop out
 		for i := range list.Items {
 			r := &list.Items[i]
 			key := r.GetResourceVersion() + "/" + routeDeps(r, gateways, services)
-			if settled[r.GetUID()] == key {
+			if was[r.GetUID()] == key {
+				settled[r.GetUID()] = key
 				continue
 			}
 			right, err := s.routeStatus(ctx, rd, r, missingSince)
@@ -171,8 +174,6 @@ func (s *Stack) writeRouteStatus(ctx context.Context, rd client.Reader) {
 			}
 			if right {
 				settled[r.GetUID()] = key
-			} else {
-				delete(settled, r.GetUID())
 			}
 		}
 		s.ingressStatus(ctx)

@@ -239,7 +239,7 @@ func useArtifacts(t *testing.T, s *Stack, ns string) {
 		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "default"}, repo); err != nil {
 			return err
 		}
-		repo.Spec.Git.Artifacts = &scribev1.ArtifactsSpec{URL: "oci://" + s.Registry + "/scribe/" + ns, Insecure: true}
+		repo.Spec.Git.Artifacts = &scribev1.ArtifactsSpec{URL: "oci://" + s.Registry + "/scribe/" + ns}
 		return s.Client.Update(ctx, repo)
 	})
 	if err != nil {

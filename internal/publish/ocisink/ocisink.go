@@ -209,6 +209,34 @@ func (s *Sink) Replace(ctx context.Context, files map[string][]byte) (publish.Re
 	return s.result(d, true), nil
 }
 
+// Remove deletes the tag and the manifest it names; a tag that does not
+// exist is not an error.
+func (s *Sink) Remove(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	opts, err := s.session(ctx, transport.DeleteScope)
+	if err != nil {
+		return s.wrap("delete", err)
+	}
+	desc, err := remote.Head(s.ref, opts...)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return s.wrap("delete", err)
+	}
+	// The tag first, for registries that keep tags apart from the
+	// manifests they name (deleting the digest leaves such a tag); then
+	// the manifest, which in the others takes its tags with it and is
+	// the only delete they accept.
+	tagErr := remote.Delete(s.ref, opts...)
+	err = remote.Delete(s.ref.Context().Digest(desc.Digest.String()), opts...)
+	if err == nil || isNotFound(err) || tagErr == nil {
+		return nil
+	}
+	return s.wrap("delete", err)
+}
+
 // Fetch returns the files of the current artifact by their path inside it;
 // the map is empty when the tag does not exist yet.
 func (s *Sink) Fetch(ctx context.Context) (map[string][]byte, error) {
