@@ -117,6 +117,15 @@ func (p *Publisher) pushArtifact(ctx context.Context, t *Target, sync scribev1.O
 	if c.Bundle == nil {
 		return false, nil
 	}
+	if !res.Changed && p.artifacts.holds(c.Source, c.Bundle.Digest) {
+		// A publish that found its content committed (a reconcile that
+		// read its status before the last write of it) after this
+		// process pushed that content: the artifact's commit is an
+		// ancestor of res's with the same directory, which the
+		// read-back accepts (health: origin revision). Pushing again
+		// would only make Flux apply the same content once more.
+		return false, nil
+	}
 	files, err := artifactFiles(c.Bundle)
 	if err != nil {
 		return false, err
@@ -125,39 +134,50 @@ func (p *Publisher) pushArtifact(ctx context.Context, t *Target, sync scribev1.O
 	if err != nil {
 		return false, fmt.Errorf("push the artifact of commit %s: %w", res.Commit, err)
 	}
-	p.artifacts.put(c.Source, res.Commit, pushed.Commit)
+	p.artifacts.put(c.Source, res.Commit, pushed.Commit, c.Bundle.Digest)
 	return true, nil
 }
 
-// pushedArtifacts remembers, per custom resource, the digest of the last
-// artifact Scribe pushed for it and the commit it carries, so that a
-// Kustomization's lastAttemptedRevision (an artifact digest) can be told
-// to be ours. Bounded as Publisher.committed.
+// pushedArtifacts remembers, per custom resource, the last artifact
+// Scribe pushed for it: its digest, the commit it carries and the
+// bundle's digest. A Kustomization's lastAttemptedRevision (an artifact
+// digest) is ours when it is that artifact: a custom resource's status
+// records a commit only after its artifact was pushed, so the last
+// artifact pushed holds the content of the commit its status records.
 type pushedArtifacts struct {
 	mu sync.Mutex
 	m  map[string]pushedArtifact
 }
 
-type pushedArtifact struct{ commit, digest string }
+type pushedArtifact struct{ commit, digest, bundle string }
 
 // maxPushedArtifacts bounds pushedArtifacts: one entry per custom
-// resource, about 150 bytes, so twice the 10,000 CRs measured.
+// resource, about 200 bytes, so twice the 10,000 CRs measured.
 const maxPushedArtifacts = 20000
 
-func (a *pushedArtifacts) put(src scribev1.ObjectIdentity, commit, digest string) {
+func (a *pushedArtifacts) put(src scribev1.ObjectIdentity, commit, digest, bundle string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil || len(a.m) > maxPushedArtifacts {
 		a.m = map[string]pushedArtifact{}
 	}
-	a.m[publish.ObjectRef(src)] = pushedArtifact{commit: health.RevisionHash(commit), digest: health.RevisionHash(digest)}
+	a.m[publish.ObjectRef(src)] = pushedArtifact{commit: health.RevisionHash(commit), digest: health.RevisionHash(digest), bundle: bundle}
 }
 
-// carries reports whether digest is the artifact Scribe pushed for src
-// with commit in it.
-func (a *pushedArtifacts) carries(src scribev1.ObjectIdentity, commit, digest string) bool {
+// carries reports whether digest is the artifact Scribe last pushed for
+// src.
+func (a *pushedArtifacts) carries(src scribev1.ObjectIdentity, digest string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	got, ok := a.m[publish.ObjectRef(src)]
-	return ok && got.commit == commit && got.digest == digest
+	return ok && got.digest == digest
+}
+
+// holds reports whether the artifact Scribe last pushed for src holds
+// the bundle of digest bundle.
+func (a *pushedArtifacts) holds(src scribev1.ObjectIdentity, bundle string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	got, ok := a.m[publish.ObjectRef(src)]
+	return ok && bundle != "" && got.bundle == bundle
 }

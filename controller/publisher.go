@@ -379,9 +379,10 @@ func (p *Publisher) ancestry(t *Target, src scribev1.ObjectIdentity) health.Ance
 	return func(ctx context.Context, ours, applied string) (bool, error) {
 		if t.GitOpts != nil && len(applied) == 64 {
 			// An artifact's digest (sha256), not a commit (sha1): ours
-			// when it is the artifact pushed with our commit in it (never
-			// once spec.git.artifacts is gone).
-			return t.Artifacts != nil && p.artifacts.carries(src, ours, applied), nil
+			// when it is the last artifact pushed for the custom resource
+			// (see pushedArtifacts; never once spec.git.artifacts is
+			// gone).
+			return t.Artifacts != nil && p.artifacts.carries(src, applied), nil
 		}
 		if t.GitOpts == nil {
 			return ours == applied, nil

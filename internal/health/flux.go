@@ -36,7 +36,8 @@ func fluxFailureReason(reason string) (string, bool) {
 //
 //   - Healthy: status.observedGeneration == metadata.generation, Ready=True,
 //     and status.lastAppliedOriginRevision (set when the source is an OCI
-//     artifact naming the commit it was made from) or
+//     artifact naming the commit it was made from) is commit or (per anc)
+//     a descendant or an ancestor of it with our paths the same, or
 //     status.lastAppliedRevision is commit or (per anc) a descendant in
 //     which our paths are unchanged. With spec.wait or healthChecks,
 //     kustomize-controller only advances lastAppliedRevision after apply,
@@ -94,11 +95,15 @@ func flux(ctx context.Context, ks *kustomizev1.Kustomization, commit string, anc
 	}
 
 	// An artifact Scribe pushed for the custom resource alone (per-CR
-	// artifacts) carries the commit as its origin revision: applied is
-	// that commit or the artifact's digest.
+	// artifacts) carries a commit as its origin revision: ours, or
+	// (per anc) an ancestor of ours in which our paths are the same (a
+	// later commit that left this custom resource's directory alone).
 	applied := false
 	if st.LastAppliedOriginRevision != "" {
 		applied, err = revs.match(ctx, st.LastAppliedOriginRevision)
+		if err == nil && !applied {
+			applied, err = revs.ancestor(ctx, st.LastAppliedOriginRevision)
+		}
 	}
 	if err == nil && !applied {
 		applied, err = revs.match(ctx, st.LastAppliedRevision)

@@ -173,6 +173,19 @@ func TestFluxKustomization(t *testing.T) {
 			want:       Verdict{State: Pending, Reason: ReasonRevisionNotApplied, AppliedRevision: "main@sha1:" + shaOld},
 		},
 		{
+			name: "healthy at a per-CR artifact whose origin is an ancestor of our commit with our paths the same",
+			mutate: func(ks *kustomizev1.Kustomization) {
+				ks.Status.LastAppliedRevision = "latest@sha256:" + digest
+				ks.Status.LastAttemptedRevision = "latest@sha256:" + digest
+				ks.Status.LastAppliedOriginRevision = "main@sha1:" + shaOld
+				setReady(ks, metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision: latest@sha256:"+digest)
+			},
+			commit:     shaOurs,
+			descendant: map[string]bool{shaOurs: true},
+			want: Verdict{State: Healthy, Reason: ReasonHealthy, Message: "Applied revision: latest@sha256:" + digest,
+				AppliedRevision: "main@sha1:" + shaOld},
+		},
+		{
 			name: "failed when the attempted artifact is ours by its digest and Ready=False BuildFailed",
 			mutate: func(ks *kustomizev1.Kustomization) {
 				ks.Status.LastAppliedRevision = "latest@sha256:" + strings.Repeat("a", 64)

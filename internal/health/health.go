@@ -229,6 +229,25 @@ func (r *revisions) match(ctx context.Context, rev string) (bool, error) {
 	return ok, nil
 }
 
+// ancestor reports whether rev is, per Ancestry, an ancestor of our
+// commit in which our paths are the same as in ours (our commit
+// descends from it with them unchanged). An empty rev, or no Ancestry,
+// never matches.
+func (r *revisions) ancestor(ctx context.Context, rev string) (bool, error) {
+	h := RevisionHash(rev)
+	if h == "" || r.anc == nil {
+		return false, nil
+	}
+	if h == r.ours {
+		return true, nil
+	}
+	ok, err := r.anc(ctx, h, r.ours)
+	if err != nil {
+		return false, fmt.Errorf("health: checking whether %s descends from %s: %w", r.ours, h, err)
+	}
+	return ok, nil
+}
+
 // maxListed bounds how many subjects Aggregate names in one message.
 const maxListed = 10
 
