@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"

@@ -169,7 +169,12 @@ func (s *Sink) Publish(ctx context.Context, changes ...publish.Change) (publish.
 		}
 		return s.result(d, false), nil
 	}
-	img, err := s.artifact(next)
+	return s.write(opts, next)
+}
+
+// write builds the artifact of files and pushes it to the tag.
+func (s *Sink) write(opts []remote.Option, files map[string][]byte) (publish.Result, error) {
+	img, err := s.artifact(files)
 	if err != nil {
 		return publish.Result{}, fmt.Errorf("build artifact for %s: %w", s.url, err)
 	}
@@ -195,18 +200,7 @@ func (s *Sink) Replace(ctx context.Context, files map[string][]byte) (publish.Re
 	if err != nil {
 		return publish.Result{}, s.wrap("push", err)
 	}
-	img, err := s.artifact(files)
-	if err != nil {
-		return publish.Result{}, fmt.Errorf("build artifact for %s: %w", s.url, err)
-	}
-	if err := remote.Write(s.ref, img, opts...); err != nil {
-		return publish.Result{}, s.wrap("push", err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		return publish.Result{}, fmt.Errorf("build artifact for %s: %w", s.url, err)
-	}
-	return s.result(d, true), nil
+	return s.write(opts, files)
 }
 
 // Remove deletes the tag and the manifest it names; a tag that does not
