@@ -43,10 +43,8 @@ func (r *Resolver) artifactsFor(ctx context.Context, repo *scribev1.Repository, 
 		return &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf(
 			"repository %s/%s: spec.git.artifacts cannot be used with spec.git.pullRequest: a merge on the forge would push no artifact", repo.Namespace, repo.Name)}
 	}
-	// Plain HTTP only to a loopback registry, as for spec.oci: a tenant
-	// cannot send a registry credential in the clear.
-	host, _, _ := strings.Cut(strings.TrimPrefix(a.URL, "oci://"), "/")
-	loopback := strings.HasPrefix(host, "127.0.0.1") || strings.HasPrefix(host, "localhost")
+	// Plain HTTP only to a loopback registry, as for spec.oci.
+	loopback := loopbackRegistry(a.URL)
 	// One key per Git repository, branch and path under the prefix:
 	// Repositories of two clusters sharing a prefix never overwrite each
 	// other's artifacts.

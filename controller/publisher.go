@@ -262,8 +262,9 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c pub
 		sink = SinkOCI
 	}
 	p.Metrics.ObservePublish(c.Source.Kind, sink, time.Since(start), res.Changed)
-	// The custom resource's own artifact follows every publish, also
-	// one that found its content committed already: that is the retry
+	// The custom resource's own artifact follows its publish, also one
+	// that found its content committed already unless this process
+	// pushed that content (pushArtifact): such a publish may be the retry
 	// of a push that failed after its commit landed. Flux is asked either
 	// way: the commit is on the branch.
 	pushed, pushErr := p.pushArtifact(ctx, t, sync, c, res)

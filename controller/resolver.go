@@ -289,9 +289,7 @@ func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t 
 		}
 		cfg = s[corev1.DockerConfigJsonKey]
 	}
-	host := strings.TrimPrefix(o.URL, "oci://")
-	sink, err := r.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, SyncIndex: true,
-		Insecure: strings.HasPrefix(host, "127.0.0.1") || strings.HasPrefix(host, "localhost")})
+	sink, err := r.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, SyncIndex: true, Insecure: loopbackRegistry(o.URL)})
 	if err != nil {
 		return &reasonError{reason: string(publish.ReasonInvalid), err: err}
 	}
@@ -299,6 +297,15 @@ func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t 
 	in.Path = "."
 	in.Applier.SourceKind = "OCIRepository"
 	return nil
+}
+
+// loopbackRegistry reports whether an oci:// URL names a registry on
+// loopback (127.0.0.1, localhost): the only one Scribe (and, for
+// spec.git.artifacts, Flux) may reach over plain HTTP, so that a tenant
+// cannot send a registry credential in the clear.
+func loopbackRegistry(ociURL string) bool {
+	host := strings.TrimPrefix(ociURL, "oci://")
+	return strings.HasPrefix(host, "127.0.0.1") || strings.HasPrefix(host, "localhost")
 }
 
 // ociSink returns the sink of opts, built once per URL and credentials.
