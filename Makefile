@@ -14,8 +14,17 @@ CUE := $(TOOLS_DIR)/cue-$(CUE_VERSION)/cue
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 
 GO_TEST_FLAGS ?= -count=1
-# How long `make test` runs each fuzz target.
-FUZZ_TIME ?= 15s
+# How many inputs `make test` runs each fuzz target for (about 10-20 s each
+# on 2 cores). A count, not a duration: Go 1.26's fuzz coordinator can fail a
+# duration-bound run with "context deadline exceeded" when the deadline
+# fires while a worker is busy (golang/go#75804, fixed in Go 1.27), which
+# failed CI with no failing input. FUZZ_MINIMIZE bounds the minimisation of
+# each new interesting input (Go's default, 60 s, stalled a 15 s run).
+FUZZ_RENDER_EXECS ?= 2000x
+FUZZ_FIELDS_EXECS ?= 2000x
+FUZZ_SPLIT_EXECS ?= 200000x
+FUZZ_COMMIT_EXECS ?= 20000x
+FUZZ_MINIMIZE ?= 100x
 # make demo APPLIER=argocd walks the demo through Argo CD instead of Flux.
 APPLIER ?= flux
 # The applier the end-to-end scenarios run through: empty runs each scenario
@@ -63,14 +72,14 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 	echo "the loop (pid $$pid) did not stop within 60 s"; exit 1
 
 .PHONY: test
-test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, the hostile-input corpus, envtest integration, four fuzz targets (the CLI's two, the YAML stream reader, the commit template; FUZZ_TIME each), and the end-to-end loop through real Flux.
+test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, the hostile-input corpus, envtest integration, four fuzz targets (the CLI's two, the YAML stream reader, the commit template; FUZZ_*_EXECS inputs each), and the end-to-end loop through real Flux.
 	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" HELM="$$(hack/build-helm.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
 	@# The two fuzz targets of the CLI, a short run each (their seed corpora, testdata/fuzz, already ran above as unit tests).
-	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_TIME)
-	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_TIME)
+	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_RENDER_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
+	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_FIELDS_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
 	@# The YAML stream reader and the commit-message template, fuzzed the same way.
-	go test ./internal/yamlstream -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZ_TIME)
-	go test ./internal/publish/gitsink -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_TIME)
+	go test ./internal/yamlstream -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZ_SPLIT_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
+	go test ./internal/publish/gitsink -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_COMMIT_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
 	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 70m ./test/e2e/
 
 .PHONY: test-race
