@@ -185,8 +185,25 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workload.GetNamespace()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, workload); err != nil {
-		t.Fatalf("create Workload %s/%s in the installed CRD: %v", workload.GetNamespace(), workload.GetName(), err)
+	// The chart's finalizer policy needs the new kind's schema, which the
+	// API server's policy runtime learns every 5 s: until then a creation
+	// is refused, ServiceUnavailable, as a user right after install sees.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.Create(ctx, workload.DeepCopy())
+		if err == nil {
+			break
+		}
+		if !apierrors.IsServiceUnavailable(err) || time.Now().After(deadline) {
+			t.Fatalf("create Workload %s/%s in the installed CRD: %v", workload.GetNamespace(), workload.GetName(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(workload), workload); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(workload.GetFinalizers(), []string{"scribe.dev/finalizer"}) {
+		t.Errorf("the Workload created after install has finalizers %v, want the chart's policy to set scribe.dev/finalizer", workload.GetFinalizers())
 	}
 
 	// Upgrade to a chart whose Workload CRD has one more field, with

@@ -38,6 +38,8 @@ var clusterScoped = map[string]bool{
 	"ClusterRoleBinding":               true,
 	"ValidatingAdmissionPolicy":        true,
 	"ValidatingAdmissionPolicyBinding": true,
+	"MutatingAdmissionPolicy":          true,
+	"MutatingAdmissionPolicyBinding":   true,
 }
 
 // build runs `kustomize build config/default` and returns its objects.
@@ -291,6 +293,38 @@ func TestDefaultPipelineWorkloadPolicyExemptsTheControllersAccount(t *testing.T)
 	}
 	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionregistrationv1.Fail {
 		t.Error("the policy does not fail closed")
+	}
+}
+
+// TestDefaultFinalizerPolicyCoversWhatTheControllerReconciles: the policy
+// that sets Scribe's finalizer at creation is bound to every namespace and
+// object exactly when the controller watches them all (no
+// --watch-namespaces, no --watch-label-selector), so no custom resource
+// gets a finalizer that no controller removes; it fails open (the
+// controller adds a missing finalizer itself) and sets the controller's
+// finalizer.
+func TestDefaultFinalizerPolicyCoversWhatTheControllerReconciles(t *testing.T) {
+	objs := build(t)
+	var d appsv1.Deployment
+	find(t, objs, "Deployment", namespace, deploymentName, &d)
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--watch-namespaces") || strings.HasPrefix(a, "--watch-label-selector") {
+			t.Fatalf("the controller runs with %s: narrow the finalizer policy's binding to it", a)
+		}
+	}
+	var policy admissionregistrationv1.MutatingAdmissionPolicy
+	find(t, objs, "MutatingAdmissionPolicy", "", "scribe-finalizer", &policy)
+	var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+	find(t, objs, "MutatingAdmissionPolicyBinding", "", "scribe-finalizer", &binding)
+	if binding.Spec.PolicyName != policy.Name || binding.Spec.MatchResources != nil {
+		t.Errorf("binding %+v: want policy %s for every namespace and object", binding.Spec, policy.Name)
+	}
+	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Error("the policy does not fail open")
+	}
+	if len(policy.Spec.Mutations) != 1 || policy.Spec.Mutations[0].JSONPatch == nil ||
+		!strings.Contains(policy.Spec.Mutations[0].JSONPatch.Expression, `"scribe.dev/finalizer"`) {
+		t.Errorf("the policy's mutations %+v do not add scribe.dev/finalizer", policy.Spec.Mutations)
 	}
 }
 

@@ -25,6 +25,8 @@ import (
 )
 
 // Finalizer holds a CR until the applier has pruned what Scribe committed.
+// config/admission/finalizer.yaml has the API server set it at creation;
+// the controller adds it where that policy is not installed.
 const Finalizer = "scribe.dev/finalizer"
 
 // staleRetryInterval: a reconcile that read an object older than its

@@ -37,7 +37,9 @@ import (
 // SCRIBE_BENCH_WORKLOADS changes the count; SCRIBE_BENCH_ARGS adds flags
 // (e.g. "--concurrent 300"); SCRIBE_BENCH_IDENTITY=serviceaccount runs the
 // controller as the chart's ServiceAccount with the generated ClusterRole
-// (benchKubeconfig); SCRIBE_BENCH_PROFILE=<folder> keeps the
+// (benchKubeconfig); config/admission's policies are installed, as
+// config/default installs them (SCRIBE_BENCH_ADMISSION=none leaves them
+// out); SCRIBE_BENCH_PROFILE=<folder> keeps the
 // process's CPU and heap profiles (benchProfiles). Run it with
 // -benchtime=1x (`make bench` does).
 func BenchmarkControllerProcess1000Workloads(b *testing.B) {
@@ -100,6 +102,10 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		}
 		if err := admin.Create(ctx, repo); err != nil {
 			b.Fatal(err)
+		}
+		admission := os.Getenv(envBenchAdmission) != "none"
+		if admission && i == 0 {
+			installAdmission(ctx, b, admin, ns)
 		}
 
 		args := append([]string{"controller", "--kubeconfig", kubeconfig, "--data-dir", b.TempDir(),
@@ -233,6 +239,7 @@ func BenchmarkControllerProcess1000Workloads(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-committed")
 		b.ReportMetric(float64(head-base), "commits")
 		b.ReportMetric(float64(hwm)/1024, "process-peak-RSS-MiB")
+		b.Logf("%s", admissionNote(admission))
 		b.Logf("%d Workloads created in %s (flags %q): all committed after %s in %d commits; controller process peak RSS %.0f MiB (%.0f MiB when idle before, %.0f MiB at the end: %.0f MiB anonymous, %.0f MiB of mapped files such as its binary); %s",
 			n, created.Round(time.Millisecond), extra, elapsed.Round(time.Millisecond), head-base,
 			float64(hwm)/1024, float64(hwmBefore)/1024, float64(rss)/1024, float64(anon)/1024, float64(file)/1024, limit)

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 )
 
 // Scribe as users run it: its image, pushed to the node's registry, and
@@ -102,6 +104,17 @@ func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 			if !established {
 				return false, crd.Name + " not Established"
 			}
+		}
+		return true, ""
+	})
+	// The chart's finalizer policy needs the new kinds' schemas, which
+	// the API server's policy runtime learns every 5 s: until then a
+	// creation is refused (ServiceUnavailable).
+	poll(t, time.Minute, "a Workload's creation admitted", func() (bool, string) {
+		probe := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ScribeNamespace, Name: "admission-probe"},
+			Spec: scribev1.WorkloadSpec{Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
+		if err := s.Client.Create(ctx, probe, client.DryRunAll); err != nil {
+			return false, err.Error()
 		}
 		return true, ""
 	})
