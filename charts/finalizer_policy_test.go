@@ -31,6 +31,13 @@ func TestFinalizerPolicyCoversWhatTheReleaseReconciles(t *testing.T) {
 			"objectSelector:\n  matchLabels:\n    a: b\n    c: d\n"},
 		{"a set-based selector it cannot express: none (the controller adds the finalizer)", map[string]any{"labelSelector": "sharding.scribe.dev/key in (a,b)"}, []string{servesMAP}, "none"},
 		{"an inequality: none", map[string]any{"labelSelector": "a!=b"}, []string{servesMAP}, "none"},
+		{"a key required twice (the controller reconciles nothing): none", map[string]any{"labelSelector": "a=b,a=c"}, []string{servesMAP}, "none"},
+		{"an empty term (the controller refuses to start): none", map[string]any{"labelSelector": "a=b,"}, []string{servesMAP}, "none"},
+		{"a key labels.Parse refuses: none", map[string]any{"labelSelector": "Example.com/k=v"}, []string{servesMAP}, "none"},
+		{"a value labels.Parse refuses: none", map[string]any{"labelSelector": "a=-b"}, []string{servesMAP}, "none"},
+		{"an empty value: that label, empty", map[string]any{"labelSelector": "a="}, []string{servesMAP}, "objectSelector:\n  matchLabels:\n    a: \"\"\n"},
+		{"--watch-namespaces in extraArgs (a scope the chart cannot read): none", map[string]any{"extraArgs": []string{"--watch-namespaces=team-a"}}, []string{servesMAP}, "none"},
+		{"--watch-label-selector in extraArgs: none", map[string]any{"extraArgs": []string{"--watch-label-selector=a=b"}}, []string{servesMAP}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helm(t, templateArgs(t, chartDir, tc.values, tc.extra...)...)

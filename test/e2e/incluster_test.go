@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
 )
 
 // Scribe as users run it: its image, pushed to the node's registry, and
@@ -109,12 +111,17 @@ func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 	})
 	// The chart's finalizer policy needs the new kinds' schemas, which
 	// the API server's policy runtime learns every 5 s: until then a
-	// creation is refused (ServiceUnavailable).
+	// creation is refused (ServiceUnavailable). A dry run tells when the
+	// policy is loaded and admits creations.
+	policy := !slices.Contains(opts.Values, "finalizerPolicy.enabled=false")
 	poll(t, time.Minute, "a Workload's creation admitted", func() (bool, string) {
 		probe := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ScribeNamespace, Name: "admission-probe"},
 			Spec: scribev1.WorkloadSpec{Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
 		if err := s.Client.Create(ctx, probe, client.DryRunAll); err != nil {
 			return false, err.Error()
+		}
+		if policy && !slices.Contains(probe.Finalizers, controller.Finalizer) {
+			return false, fmt.Sprintf("the chart's finalizer policy not in force yet (finalizers %v)", probe.Finalizers)
 		}
 		return true, ""
 	})
