@@ -29,7 +29,7 @@ type burstTimeline struct {
 	made  map[string]time.Time
 	// madeRV is each creation's resourceVersion.
 	madeRV map[string]string
-	done  map[string]time.Time
+	done   map[string]time.Time
 	// writes holds, per Workload, when each resourceVersion up to its
 	// commit was first seen (its creation's included); the first write by
 	// the controller is the earliest but the creation's, worked out in
