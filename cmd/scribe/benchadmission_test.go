@@ -70,7 +70,8 @@ func installAdmission(ctx context.Context, t testing.TB, admin client.Client, ns
 	deadline := time.Now().Add(time.Minute)
 	for {
 		probe := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-probe"},
-			Spec: scribev1.WorkloadSpec{Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
+			Spec: scribev1.WorkloadSpec{Service: scribev1.ServiceSpec{Ports: []scribev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
+				Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
 		err := admin.Create(ctx, probe, client.DryRunAll)
 		if err == nil && slices.Equal(probe.Finalizers, []string{controller.Finalizer}) {
 			return

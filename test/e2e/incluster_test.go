@@ -116,7 +116,8 @@ func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 	policy := !slices.Contains(opts.Values, "finalizerPolicy.enabled=false")
 	poll(t, time.Minute, "a Workload's creation admitted", func() (bool, string) {
 		probe := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ScribeNamespace, Name: "admission-probe"},
-			Spec: scribev1.WorkloadSpec{Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
+			Spec: scribev1.WorkloadSpec{Service: scribev1.ServiceSpec{Ports: []scribev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
+				Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
 		if err := s.Client.Create(ctx, probe, client.DryRunAll); err != nil {
 			return false, err.Error()
 		}
