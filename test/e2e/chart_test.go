@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
 )
 
 // TestLoopChartInstallsUpgradesAndUninstallsWithTheControllerRunning
@@ -45,6 +47,9 @@ func TestLoopChartInstallsUpgradesAndUninstallsWithTheControllerRunning(t *testi
 	w := canaryWorkload(ns)
 	if err := s.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Contains(w.Finalizers, controller.Finalizer) {
+		t.Errorf("the Workload as created holds finalizers %v: the chart's finalizer policy did not set %s", w.Finalizers, controller.Finalizer)
 	}
 	poll(t, 2*time.Minute, "the in-cluster controller to reconcile the Workload", func() (bool, string) {
 		got := &scribev1.Workload{}
