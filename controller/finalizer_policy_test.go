@@ -17,6 +17,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/admissiontest"
 )
 
 // bindFinalizerPolicy installs config/admission's finalizer policy as
@@ -53,12 +54,11 @@ func (f *fixture) bindFinalizerPolicy(t *testing.T, ns string) {
 	// The API server loads policies and bindings from its informers: a
 	// dry-run creation tells when this one is in force.
 	waitFor(t, "the finalizer policy in force in "+ns, func() (bool, string) {
-		probe := workload(ns, "v1")
-		probe.Name = "policy-probe"
-		if err := f.e.c.Create(f.ctx(), probe, client.DryRunAll); err != nil {
+		finalizers, err := admissiontest.ProbeCreation(f.ctx(), f.e.c, ns)
+		if err != nil {
 			return false, err.Error()
 		}
-		return slices.Equal(probe.Finalizers, []string{controller.Finalizer}), fmt.Sprintf("finalizers %v", probe.Finalizers)
+		return slices.Equal(finalizers, []string{controller.Finalizer}), fmt.Sprintf("finalizers %v", finalizers)
 	})
 }
 

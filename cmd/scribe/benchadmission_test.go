@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/admissiontest"
 )
 
 // installAdmission creates config/admission's policies and bindings (the
@@ -69,15 +68,12 @@ func installAdmission(ctx context.Context, t testing.TB, admin client.Client, ns
 	// creation tells when the finalizer policy is in force.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		probe := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-probe"},
-			Spec: scribev1.WorkloadSpec{Service: scribev1.ServiceSpec{Ports: []scribev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
-				Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
-		err := admin.Create(ctx, probe, client.DryRunAll)
-		if err == nil && slices.Equal(probe.Finalizers, []string{controller.Finalizer}) {
+		finalizers, err := admissiontest.ProbeCreation(ctx, admin, ns)
+		if err == nil && slices.Equal(finalizers, []string{controller.Finalizer}) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the finalizer policy not in force after a minute: finalizers %v, %v", probe.Finalizers, err)
+			t.Fatalf("the finalizer policy not in force after a minute: finalizers %v, %v", finalizers, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

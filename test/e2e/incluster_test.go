@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/admissiontest"
 )
 
 // Scribe as users run it: its image, pushed to the node's registry, and
@@ -115,14 +115,12 @@ func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 	// policy is loaded and admits creations.
 	policy := !slices.Contains(opts.Values, "finalizerPolicy.enabled=false")
 	poll(t, time.Minute, "a Workload's creation admitted", func() (bool, string) {
-		probe := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ScribeNamespace, Name: "admission-probe"},
-			Spec: scribev1.WorkloadSpec{Service: scribev1.ServiceSpec{Ports: []scribev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
-				Versions: []scribev1.Version{{Name: "v1", Image: "ghcr.io/example/web:v1"}}}}
-		if err := s.Client.Create(ctx, probe, client.DryRunAll); err != nil {
+		finalizers, err := admissiontest.ProbeCreation(ctx, s.Client, ScribeNamespace)
+		if err != nil {
 			return false, err.Error()
 		}
-		if policy && !slices.Contains(probe.Finalizers, controller.Finalizer) {
-			return false, fmt.Sprintf("the chart's finalizer policy not in force yet (finalizers %v)", probe.Finalizers)
+		if policy && !slices.Contains(finalizers, controller.Finalizer) {
+			return false, fmt.Sprintf("the chart's finalizer policy not in force yet (finalizers %v)", finalizers)
 		}
 		return true, ""
 	})
