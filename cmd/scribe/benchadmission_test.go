@@ -1,67 +1,44 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/admissiontest"
 )
 
-// installAdmission creates config/admission's policies and bindings (the
-// resources its kustomization lists), as config/default installs them,
-// and waits until the finalizer policy is in force in namespace ns.
+// installAdmission creates config/admission's policies and bindings
+// (`kustomize build config/admission`, with the kustomize API in go.mod),
+// as config/default installs them, and waits until the finalizer policy
+// is in force in namespace ns.
 func installAdmission(ctx context.Context, t testing.TB, admin client.Client, ns string) {
 	t.Helper()
-	dir := filepath.Join("..", "..", "config", "admission")
-	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	dir, err := filepath.Abs(filepath.Join("..", "..", "config", "admission"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k struct {
-		Resources []string `json:"resources"`
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build config/admission: %v", err)
 	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatalf("config/admission/kustomization.yaml: %v", err)
-	}
-	for _, res := range k.Resources {
-		data, err := os.ReadFile(filepath.Join(dir, res))
+	for _, r := range res.Resources() {
+		m, err := r.Map()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("config/admission: %v", err)
 		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", res, err)
-			}
-			o := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(doc, &o.Object); err != nil {
-				t.Fatalf("%s: %v", res, err)
-			}
-			if len(o.Object) == 0 {
-				continue
-			}
-			if err := admin.Create(ctx, o); err != nil {
-				t.Fatalf("%s: create %s %s: %v", res, o.GetKind(), o.GetName(), err)
-			}
+		o := &unstructured.Unstructured{Object: m}
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatalf("config/admission: create %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 	// The API server loads policies from its informers: a dry-run
