@@ -251,8 +251,15 @@ func testSecondCluster(t *testing.T, applier scribev1.ApplierKind) {
 	brokenCl := &unstructured.Unstructured{}
 	brokenCl.SetAPIVersion(cl.GetAPIVersion())
 	brokenCl.SetKind("Cluster")
-	poll(t, 3*time.Minute, "the broken variant's Cluster applied", func() (bool, string) {
+	poll(t, 3*time.Minute, "the broken variant's Cluster and its MachinePool applied", func() (bool, string) {
 		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: broken.Name + "-app"}, brokenCl)
+		if err == nil {
+			// Argo CD may apply the Cluster a moment before its MachinePool.
+			pool := &unstructured.Unstructured{}
+			pool.SetAPIVersion(brokenCl.GetAPIVersion())
+			pool.SetKind("MachinePool")
+			err = s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: broken.Name + "-app-pool"}, pool)
+		}
 		return err == nil, fmt.Sprint(err)
 	})
 	playClusterAPIWith(t, s, brokenKubeconfig, brokenCl)
