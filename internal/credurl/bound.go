@@ -13,8 +13,9 @@ import (
 // https://git.example.com/team-a covers .../team-a/app.git but not
 // .../team-a-evil/app.git. The scp form (git@host:path) is read as
 // ssh://git@host/path. A URL whose path could climb out of the prefix
-// once a server decodes or cleans it (a ".." segment, an encoded dot or
-// slash) or that carries a query or fragment is never within.
+// once a server decodes, normalises or cuts it (a . or .. segment in any
+// spelling, ";" parameters, an encoded dot, slash, backslash or percent:
+// see climbs) or that carries a query or fragment is never within.
 func Within(prefix, raw string) (bool, error) {
 	p, err := boundURL(prefix)
 	if err != nil {
@@ -49,16 +50,42 @@ func boundURL(raw string) (*url.URL, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return nil, fmt.Errorf("want no query or fragment")
 	}
-	lower := strings.ToLower(u.EscapedPath())
-	if strings.Contains(lower, "%2e") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(u.Path, `\`) {
-		return nil, fmt.Errorf("want no encoded dot, slash or backslash in the path")
+	if err := climbs(u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// climbs says why u's path could name something outside its own prefix
+// once a server decodes, normalises or cuts it, or nil. Servers disagree
+// on what a path means: one decodes %2e%2e and climbs, one decodes twice
+// (%252e%252e), one drops ";params" (Tomcat, Spring: /hooks/..;/admin is
+// /admin), one takes a backslash or an encoded slash for a separator. A
+// bound path therefore has none of them: no . or .. segment in any
+// spelling, no ";", no encoded dot, slash or backslash, no encoded
+// percent (%25, the start of every double encoding), no backslash, and
+// no control character.
+func climbs(u *url.URL) error {
+	raw := strings.ToLower(u.EscapedPath())
+	for _, enc := range []string{"%25", "%2e", "%2f", "%5c"} {
+		if strings.Contains(raw, enc) {
+			return fmt.Errorf("want no encoded percent, dot, slash or backslash (%s) in the path", enc)
+		}
+	}
+	if strings.ContainsAny(u.Path, `;\%`) || strings.Contains(raw, ";") {
+		return fmt.Errorf("want no ';' parameters, backslash or percent sign in the path")
+	}
+	for _, r := range u.Path {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("want no control character in the path")
+		}
 	}
 	for _, seg := range strings.Split(u.Path, "/") {
 		if seg == ".." || seg == "." {
-			return nil, fmt.Errorf("want no . or .. segment in the path")
+			return fmt.Errorf("want no . or .. segment in the path")
 		}
 	}
-	return u, nil
+	return nil
 }
 
 // SameRepository reports whether a and b name the same repository path

@@ -21,6 +21,24 @@ func TestWithinBindsACredentialToItsURLPrefixOnly(t *testing.T) {
 		{"an encoded dot-dot", "https://git.example.com/team-a", "https://git.example.com/team-a/%2e%2e/team-b", false},
 		{"an encoded slash", "https://git.example.com/team-a", "https://git.example.com/team-a%2f..%2fteam-b", false},
 		{"a query", "https://git.example.com/team-a", "https://git.example.com/team-a/app?x=1", false},
+		{"a dot segment", "https://git.example.com/team-a", "https://git.example.com/team-a/./app", false},
+		{"a dot-dot at the end", "https://git.example.com/team-a", "https://git.example.com/team-a/..", false},
+		{"an upper-case encoded dot-dot", "https://git.example.com/team-a", "https://git.example.com/team-a/%2E%2E/admin", false},
+		{"a half-encoded dot-dot", "https://git.example.com/team-a", "https://git.example.com/team-a/.%2e/admin", false},
+		{"an encoded dot segment", "https://git.example.com/team-a", "https://git.example.com/team-a/%2e/app", false},
+		{"a double-encoded dot-dot", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/%252e%252e/admin", false},
+		{"a double-encoded slash", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks%252f..%252fadmin", false},
+		{"an encoded percent", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/%25", false},
+		{"a dot-dot with matrix parameters (Tomcat)", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..;/admin", false},
+		{"a dot-dot with a named matrix parameter", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..;x=1/admin", false},
+		{"matrix parameters", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks;jsessionid=1/deploy", false},
+		{"an encoded semicolon", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..%3b/admin", false},
+		{"an encoded backslash", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..%5cadmin", false},
+		{"an upper-case encoded backslash", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..%5Cadmin", false},
+		{"a double-encoded backslash", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..%255cadmin", false},
+		{"a backslash", "https://hooks.example.com/hooks", `https://hooks.example.com/hooks/..\admin`, false},
+		{"an encoded control character", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/..%00/admin", false},
+		{"an ordinary encoded space is fine", "https://hooks.example.com/hooks", "https://hooks.example.com/hooks/my%20hook", true},
 		{"user info is not a boundary", "https://git.example.com/team-a", "https://bot@git.example.com/team-a/app", true},
 		{"an ssh login", "ssh://git@github.com/org", "ssh://git@github.com/org/repo.git", true},
 		{"the scp form", "ssh://git@github.com/org", "git@github.com:org/repo.git", true},
@@ -41,7 +59,7 @@ func TestWithinBindsACredentialToItsURLPrefixOnly(t *testing.T) {
 }
 
 func TestWithinRefusesAPrefixThatIsNotAURL(t *testing.T) {
-	for _, prefix := range []string{"", "team-a", "https://host/a?b=c", "https://host/a/../b"} {
+	for _, prefix := range []string{"", "team-a", "https://host/a?b=c", "https://host/a/../b", "https://host/a;x=1", "https://host/a/%252e%252e"} {
 		if _, err := Within(prefix, "https://host/a"); err == nil {
 			t.Errorf("Within(%q, ...): want an error", prefix)
 		}
