@@ -110,7 +110,7 @@ func classify(err error) failure {
 	// someone else wrote, waits for a person to change either side.
 	case scribev1.RenderFailedReason, ReasonRepositoryNotFound, string(publish.ReasonInvalid),
 		ReasonSecretNotFound, ReasonCatalogInvalid, ReasonPullRequestsNotConfigured, ReasonNamespaceNotWatched,
-		ReasonNotPermitted, ReasonPolicyConflict, ReasonCredentialNotBound,
+		ReasonNotPermitted, ReasonPolicyConflict, ReasonPolicyInvalid, ReasonCredentialNotBound,
 		string(publish.ReasonObjectConflict), string(publish.ReasonSyncIndexConflict):
 		return failure{Reason: reason, Stalled: true, RequeueAfter: stalledRetryInterval}
 	case ReasonRepositoryNotReady, ReasonCatalogNotReady, ReasonSourceNotFound:

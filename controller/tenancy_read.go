@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
@@ -20,10 +17,12 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // grant reads the TenantPolicies that select repo's namespace and decides
-// what repo may use (DecideGrant). A policy whose selector does not parse
-// selects nothing: a broken policy grants nothing rather than everything.
+// what repo may use (DecideGrant). A policy whose selector cannot be
+// evaluated fails every namespace it may select closed (SelectPolicies):
+// neither the defaults nor a hidden conflict. The Namespace is read as
+// metadata only, from the same informer the tenancy watch uses.
 func (r *Resolver) grant(ctx context.Context, repo *scribev1.Repository) (Grant, error) {
-	ns := &corev1.Namespace{}
+	ns := namespaceMetadata()
 	// A namespace already gone (the Repository is being deleted with it)
 	// has no labels: only a policy that selects every namespace applies.
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: repo.Namespace}, ns); err != nil && !apierrors.IsNotFound(err) {
@@ -33,15 +32,9 @@ func (r *Resolver) grant(ctx context.Context, repo *scribev1.Repository) (Grant,
 	if err := r.Client.List(ctx, policies); err != nil {
 		return Grant{}, fmt.Errorf("list TenantPolicies: %w", err)
 	}
-	var selected []scribev1.TenantPolicy
-	for _, p := range policies.Items {
-		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector)
-		if err != nil {
-			continue
-		}
-		if sel.Matches(labels.Set(ns.Labels)) {
-			selected = append(selected, p)
-		}
+	selected, err := SelectPolicies(repo.Namespace, ns.Labels, policies.Items)
+	if err != nil {
+		return Grant{}, err
 	}
 	return DecideGrant(repo, selected, r.applierNamespaces())
 }
