@@ -7,15 +7,12 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/credurl"
@@ -37,13 +34,14 @@ type RepositoryReconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, pred predicate.Predicate) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&scribev1.Repository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, pred)).
-		// A TenantPolicy changes what every Repository of the namespaces
-		// it selects may do: each is checked again at once.
-		Watches(&scribev1.TenantPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allRepositories)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	// A TenantPolicy changes what every Repository of the namespaces it
+	// selected or selects may do, and a relabelled Namespace may move
+	// under another policy: each is checked again at once.
+	b = watchTenancy(b, r.Publisher.Client, func() client.ObjectList { return &scribev1.RepositoryList{} }, pred)
+	return b.Complete(r)
 }
 
 // Reconcile checks access: a ref listing over the push service for Git (which
@@ -134,17 +132,3 @@ func accessMessage(repo *scribev1.Repository, head string) string {
 // catalogRetryInterval is how soon a catalog that could not be loaded is
 // tried again.
 const catalogRetryInterval = 5 * time.Second
-
-// allRepositories maps any change to a reconcile of every Repository.
-func (r *RepositoryReconciler) allRepositories(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &scribev1.RepositoryList{}
-	if err := r.Publisher.Client.List(ctx, list); err != nil {
-		log.FromContext(ctx).Error(err, "list Repositories for a TenantPolicy change")
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i, repo := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: repo.Namespace, Name: repo.Name}}
-	}
-	return reqs
-}

@@ -22,8 +22,11 @@ import (
 // new branch, path, applier or spec.git.artifacts takes effect at once,
 // as a Flux Kustomization follows its source, rather than at each custom
 // resource's next reconcile. Only the custom resources of this instance's
-// shard are asked.
+// shard are asked. What their namespace's TenantPolicy grants is watched
+// too (watchTenancy): a revoked or narrowed grant reaches a custom
+// resource that is otherwise idle.
 func watchRepositoryChanges(b *builder.Builder, c client.Reader, newList func() client.ObjectList, shard predicate.Predicate) *builder.Builder {
+	b = watchTenancy(b, c, newList, shard)
 	return b.Watches(&scribev1.Repository{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := newList()
 		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
