@@ -411,3 +411,41 @@ func TestGitLoneChangeIsNotPaced(t *testing.T) {
 		t.Errorf("%d commits, want 1", c)
 	}
 }
+
+// TestGitBatchAbandonedByEveryCallerPushesNothingMore: the caller of a
+// publish gives up (its process stops, its leadership lost) while the
+// push of its batch loses a race. The batch does not try again on the
+// new tip: nothing of it reaches the branch, so a retry cannot land after
+// what the next leader commits (a custom resource's removal).
+func TestGitBatchAbandonedByEveryCallerPushesNothingMore(t *testing.T) {
+	srv := publishtest.NewGitServer(t)
+	url := srv.InitRepo(t, "handover", "main")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pushes := 0
+	srv.BeforePush(func(repo string) {
+		pushes++
+		if pushes == 1 {
+			// The next leader's removal lands first, and this process stops.
+			if _, err := srv.CommitOnServer(repo, "main", "other/removal.txt", "the next leader's commit\n"); err != nil {
+				t.Error(err)
+			}
+			cancel()
+		}
+	})
+	g := gitsink.New(t.TempDir())
+	sink := newSink(t, g, gitsink.Options{URL: url, Branch: "main", MaxAttempts: 5, Backoff: 50 * time.Millisecond})
+	if _, err := sink.Publish(ctx, publish.ChangeFor(testBundle("ns", "a", "x"))); err == nil {
+		t.Fatal("a publish whose caller gave up reported success")
+	}
+	// The batch runs on after Publish returned: wait until it is done
+	// (a later publish to the branch is served by the same writer once
+	// the abandoned batch stopped).
+	if _, err := sink.Publish(context.Background(), publish.ChangeFor(testBundle("other-ns", "b", "y"))); err != nil {
+		t.Fatal(err)
+	}
+	work := clone(t, url, "main")
+	if _, err := os.Stat(filepath.Join(work, "ns")); !os.IsNotExist(err) {
+		t.Errorf("the abandoned batch was pushed on the new tip (pushes: %d)", pushes)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -147,9 +148,15 @@ func (w *gitWriter) commitBatch(batch []*request) {
 	// change of the same object replaces an earlier one.
 	s := batch[len(batch)-1].sink
 	// The batch belongs to several callers, so it runs on its own bounded
-	// context; a caller that gives up stops waiting, not the others' commit.
+	// context; a caller that gives up stops waiting, not the others'
+	// commit. Once every caller has given up, the batch stops too (its
+	// next try, or its push in flight): a process that is stopping, its
+	// leadership lost, pushes nothing more, so a retry of its batch cannot
+	// land after what the next leader commits (a custom resource's removal
+	// above all).
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	defer cancelWhenAbandoned(batch, cancel)()
 
 	type item struct {
 		change publish.Change
@@ -203,6 +210,26 @@ func (w *gitWriter) commitBatch(batch []*request) {
 			}
 		}
 		close(r.done)
+	}
+}
+
+// cancelWhenAbandoned calls cancel once the context of every request of
+// batch is done; the returned function stops watching them.
+func cancelWhenAbandoned(batch []*request, cancel context.CancelFunc) (stop func()) {
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, 0, len(batch))
+	for _, r := range batch {
+		stops = append(stops, context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
 	}
 }
 
