@@ -103,6 +103,25 @@ func TestChartRenders(t *testing.T) {
 				}
 			}
 		}},
+		{"podSecurity.restricted=false is the explicit opt-out: a privileged root container with a hostPath data volume renders as given", map[string]any{
+			"podSecurity":     map[string]any{"restricted": false},
+			"securityContext": map[string]any{"privileged": true, "runAsUser": 0, "runAsNonRoot": false, "allowPrivilegeEscalation": true},
+			"dataVolume":      map[string]any{"emptyDir": nil, "hostPath": map[string]any{"path": "/var/lib/scribe"}},
+		}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			deps := byKind(objs, "Deployment")
+			if len(deps) != 1 {
+				t.Fatalf("%d Deployments", len(deps))
+			}
+			containers, _, _ := unstructured.NestedSlice(deps[0].Object, "spec", "template", "spec", "containers")
+			sc, _ := containers[0].(map[string]any)["securityContext"].(map[string]any)
+			if sc["privileged"] != true {
+				t.Errorf("securityContext %v, want privileged as given", sc)
+			}
+			volumes, _, _ := unstructured.NestedSlice(deps[0].Object, "spec", "template", "spec", "volumes")
+			if data, _ := volumes[0].(map[string]any); data["hostPath"] == nil {
+				t.Errorf("data volume %v, want the hostPath given", data)
+			}
+		}},
 		{"defaults render the Pipeline-owned Workloads' admission policy, exempting the release's ServiceAccount", map[string]any{"serviceAccount": map[string]any{"name": "scribe-sa"}}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			policy := named(objs, "ValidatingAdmissionPolicy", releaseName+"-pipeline-workloads")
 			binding := named(objs, "ValidatingAdmissionPolicyBinding", releaseName+"-pipeline-workloads")
@@ -347,6 +366,19 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"a Service type Kubernetes does not know", "metrics.service.type=Ingress", []string{"type"}},
 		{"an invalid scrape interval", "metrics.serviceMonitor.interval=often", []string{"interval"}},
 		{"removing a value the templates need", "crds=null", []string{"crds"}},
+		// The pod meets the restricted Pod Security Standard unless the
+		// values say podSecurity.restricted=false.
+		{"a privileged container", "securityContext.privileged=true", []string{"securityContext", "privileged"}},
+		{"a container running as root", "securityContext.runAsUser=0", []string{"securityContext", "runAsUser"}},
+		{"a pod running as root", "podSecurityContext.runAsUser=0", []string{"podSecurityContext", "runAsUser"}},
+		{"a pod that may run as root", "podSecurityContext.runAsNonRoot=false", []string{"podSecurityContext", "runAsNonRoot"}},
+		{"privilege escalation", "securityContext.allowPrivilegeEscalation=true", []string{"allowPrivilegeEscalation"}},
+		{"an added capability", "securityContext.capabilities.add={SYS_ADMIN}", []string{"capabilities", "add"}},
+		{"capabilities not dropping ALL", "securityContext.capabilities.drop={NET_RAW}", []string{"capabilities", "drop"}},
+		{"an unconfined seccomp profile", "securityContext.seccompProfile.type=Unconfined", []string{"seccompProfile"}},
+		{"an unsafe sysctl", "podSecurityContext.sysctls[0].name=kernel.msgmax", []string{"sysctls"}},
+		{"a hostPath data volume", "dataVolume.hostPath.path=/var/lib/scribe", []string{"dataVolume"}},
+		{"no securityContext at all", "securityContext=null", []string{"securityContext"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := helm(t, templateArgs(t, chartDir, nil, "--set", tc.set)...)

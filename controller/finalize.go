@@ -46,7 +46,9 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	t, err := p.Target(ctx, obj.GetNamespace(), rm.repo, false)
+	// A tenancy refusal (a grant revoked since the commit) does not hold a
+	// removal up: see grantFor.
+	t, err := p.TargetForRemoval(ctx, obj.GetNamespace(), rm.repo)
 	if err != nil {
 		var re *reasonError
 		if errors.As(err, &re) && re.reason == ReasonRepositoryNotFound {
@@ -61,6 +63,19 @@ func (p *Publisher) finalize(ctx context.Context, rm removal) (ctrl.Result, erro
 		return ctrl.Result{}, err
 	}
 	if !rm.committed {
+		// An open pull request of the custom resource is closed first: a
+		// merge after the removal would bring back what it took away.
+		if t.PullRequests() {
+			note := fmt.Sprintf("Closed by Scribe: %s was deleted and its files are removed from %s; merging this pull request would bring them back.",
+				publish.ObjectRef(src), baseOpts(t).Branch)
+			closed, err := p.CloseProposal(ctx, t, src, note)
+			if err != nil {
+				return fail(obj, err)
+			}
+			if closed != nil {
+				rm.event(corev1.EventTypeNormal, "Deleting", "closed pull request #%d: its custom resource was deleted", closed.Number)
+			}
+		}
 		res, err := p.Publish(ctx, t, obj.GetUID(), publish.DeleteFor(src, obj.GetGeneration()), sync, LiveObject{})
 		if err != nil {
 			return fail(obj, err)

@@ -1,0 +1,100 @@
+package controller_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/controller"
+)
+
+// TestARevokedGrantStillRemovesADeletedWorkload: a Workload committed
+// while a TenantPolicy granted its Repository a destination is deleted
+// after the platform deleted that policy. Its Repository is refused
+// (NotPermitted), yet the removal is committed, main holds none of its
+// files, and once Flux prunes its Kustomization its finalizer goes: a
+// revocation never keeps a deleted custom resource's files in Git, nor
+// the custom resource, forever.
+func TestARevokedGrantStillRemovesADeletedWorkload(t *testing.T) {
+	f := newFixture(t)
+	ctx := f.ctx()
+	f.repo.Spec.AllowedNamespaces = []string{"team-a-db"}
+	policy := f.grant(t, scribev1.TenantPolicySpec{DestinationNamespaces: []string{"team-a-db"}})
+	if err := f.e.c.Create(ctx, f.repo); err != nil {
+		t.Fatal(err)
+	}
+	w := workload(f.ns, "v1")
+	w.Spec.Rollout = nil
+	if err := f.e.c.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	startControllerWith(t, f.e, f.ns, controller.Options{Poll: 150 * time.Millisecond, CommitInterval: -1})
+	first := f.waitWorkload(t, "the first commit", func(w *scribev1.Workload) bool { return w.Status.Revision != "" }).Status.Revision
+	f.playFlux(t, kustomizationName("Workload", f.ns, "web"), first, true, "", "")
+
+	// The platform revokes the grant: the Repository now asks for more
+	// than its namespace may have.
+	if err := f.e.c.Delete(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	waitRepositoryRefused(t, f, "default", controller.ReasonNotPermitted, "spec.allowedNamespaces[0]")
+
+	if err := f.e.c.Delete(ctx, f.workload(t)); err != nil {
+		t.Fatal(err)
+	}
+	removal := f.waitWorkload(t, "the removal commit despite the revoked grant", func(w *scribev1.Workload) bool {
+		return w.Status.Phase == scribev1.WorkloadDeleting && w.Status.Revision != first
+	}).Status.Revision
+	f.checkOnlyCommits(t, "web", first, removal)
+
+	// Flux prunes: the finalizer goes.
+	f.deleteKustomization(t, kustomizationName("Workload", f.ns, "web"))
+	waitFor(t, "the Workload gone", func() (bool, string) {
+		err := f.e.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "web"}, &scribev1.Workload{})
+		return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err)
+	})
+}
+
+// TestDeletingAWorkloadClosesItsOpenPullRequest: a Workload promoted by
+// pull request is deleted while its first pull request is open. Scribe
+// closes it, saying why, before it publishes the removal: merged later,
+// it would put the deleted Workload's files back on main.
+func TestDeletingAWorkloadClosesItsOpenPullRequest(t *testing.T) {
+	f := newFixture(t)
+	gh, prs := f.githubForPullRequests(t)
+	f.repo.Spec.Git.PullRequest = prs
+	f.startWithRepository(t)
+	w := workload(f.ns, "v1")
+	w.Spec.Rollout.Promotion = scribev1.PromotionPullRequest
+	if err := f.e.c.Create(f.ctx(), w); err != nil {
+		t.Fatal(err)
+	}
+	open := f.waitWorkload(t, "v1 proposed", func(w *scribev1.Workload) bool { return w.Status.PullRequest != nil }).Status.PullRequest.Number
+
+	if err := f.e.c.Delete(f.ctx(), f.workload(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted Workload's pull request closed", func() (bool, string) {
+		for _, pr := range gh.PullRequests() {
+			if pr.Number == open {
+				return pr.State == "closed" && strings.HasPrefix(pr.Body, "Closed by Scribe: ") && strings.Contains(pr.Body, "was deleted"),
+					fmt.Sprintf("#%d %s: %q", pr.Number, pr.State, pr.Body)
+			}
+		}
+		return false, "no such pull request"
+	})
+	waitFor(t, "the Workload gone", func() (bool, string) {
+		err := f.e.c.Get(f.ctx(), types.NamespacedName{Namespace: f.ns, Name: "web"}, &scribev1.Workload{})
+		return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err)
+	})
+	head := f.head(t)
+	dir := "clusters/dev/" + f.ns + "/workload/web"
+	if files := f.filesAt(t, head, dir); len(files) > 0 {
+		t.Fatalf("main (%s) holds files of the deleted Workload: %v", head, files)
+	}
+}
