@@ -6,6 +6,18 @@ package controller
 // carried out once, when its annotation's value changes (status.requests
 // records the values handled), as Flux's reconcile.fluxcd.io/requestedAt
 // is. A pure decision: the reconciler only reads the annotations.
+//
+// A person's pause wins over a promotion: while spec.paused holds
+// (`scribe pause`), promote and promote-full are refused and not carried
+// out on resume; an abort still rolls back. A pause step (pause: {} or a
+// timed pause) is the plan's, not a person's: promote lifts it, and
+// promote-full skips it with the remaining steps and analysis, as
+// `kubectl argo rollouts promote --full` does.
+//
+// Who asked is the name the API server authenticated (the requester
+// policy's scribe.dev/requested-by-verified) where the reconciler found
+// that policy in force, and otherwise the client's scribe.dev/requested-by,
+// shown as a claim.
 
 import (
 	"fmt"
@@ -17,13 +29,21 @@ import (
 // ManualRequests are the manual request annotations of a Workload.
 type ManualRequests struct {
 	Promote, PromoteFull, Abort, Retry string
-	// By and Reason say who asked and why, as the client wrote them.
+	// By and Reason say who asked and why, as the client wrote them: By
+	// is only a claim.
 	By, Reason string
+	// VerifiedBy is who the API server authenticated as the requests'
+	// writer (scribe.dev/requested-by-verified), set only where the
+	// requester policy was found in force for the Workload; empty
+	// otherwise.
+	VerifiedBy string
 }
 
-// RequestsOf reads the manual request annotations.
-func RequestsOf(annotations map[string]string) ManualRequests {
-	return ManualRequests{
+// RequestsOf reads the manual request annotations. verified says the
+// requester policy is in force for the Workload, so its
+// scribe.dev/requested-by-verified names who wrote them.
+func RequestsOf(annotations map[string]string, verified bool) ManualRequests {
+	m := ManualRequests{
 		Promote:     annotations[scribev1.PromoteAnnotation],
 		PromoteFull: annotations[scribev1.PromoteFullAnnotation],
 		Abort:       annotations[scribev1.AbortAnnotation],
@@ -31,17 +51,36 @@ func RequestsOf(annotations map[string]string) ManualRequests {
 		By:          annotations[scribev1.RequestedByAnnotation],
 		Reason:      annotations[scribev1.RequestReasonAnnotation],
 	}
+	if verified {
+		m.VerifiedBy = annotations[scribev1.RequestedByVerifiedAnnotation]
+	}
+	return m
+}
+
+// PendingIn says a request is set that h (status.requests) does not
+// record as handled: one the next decision carries out.
+func (m ManualRequests) PendingIn(h *scribev1.HandledRequests) bool {
+	if h == nil {
+		h = &scribev1.HandledRequests{}
+	}
+	return (m.Promote != "" && m.Promote != h.Promote) || (m.PromoteFull != "" && m.PromoteFull != h.PromoteFull) ||
+		(m.Abort != "" && m.Abort != h.Abort) || (m.Retry != "" && m.Retry != h.Retry)
 }
 
 // maxRequestText bounds who and why as they enter status, events and
 // commit messages.
 const maxRequestText = 256
 
-// requester says who asked and why, for events and commit messages.
+// requester says who asked and why, for events, commit messages and
+// history: the name the API server authenticated when the requester
+// policy vouches for it, else the client's name marked as a claim.
 func (m ManualRequests) requester() string {
-	by := oneLine(m.By, maxRequestText)
+	by := oneLine(m.VerifiedBy, maxRequestText)
 	if by == "" {
 		by = "an unnamed user"
+		if claim := oneLine(m.By, maxRequestText); claim != "" {
+			by = fmt.Sprintf("%q (claimed, unverified)", claim)
+		}
 	}
 	if why := oneLine(m.Reason, maxRequestText); why != "" {
 		return by + ": " + why
@@ -116,9 +155,12 @@ func (d *rollout) request() *RolloutAction {
 		}
 	}
 	if d.pending(req.PromoteFull, func(h *scribev1.HandledRequests) *string { return &h.PromoteFull }) {
-		if !inProgress(st) {
+		switch {
+		case !inProgress(st):
 			d.events = append(d.events, warningEvent("PromoteIgnored", "full promotion requested by %s: no rollout in progress", req.requester()))
-		} else {
+		case d.w.Spec.Paused:
+			d.events = append(d.events, d.refusedWhilePaused("full promotion", req))
+		default:
 			how := fmt.Sprintf("Promoted in full at step %d of %d by %s, past the remaining steps, pauses and analysis.", st.Step+1, len(steps(d.w)), req.requester())
 			return d.promote(how + "\n\n" + stepEvidence(d.w, d.now))
 		}
@@ -128,9 +170,22 @@ func (d *rollout) request() *RolloutAction {
 			d.events = append(d.events, warningEvent("PromoteIgnored", "promotion requested by %s: no rollout in progress", req.requester()))
 			return nil
 		}
+		if d.w.Spec.Paused {
+			d.events = append(d.events, d.refusedWhilePaused("promotion", req))
+			return nil
+		}
 		step := st.Step
 		st.PromotedStep = &step
 		d.events = append(d.events, normalEvent("PromoteRequested", "the pause of step %d of %s lifted by %s", step+1, st.CanaryVersion, req.requester()))
 	}
 	return nil
+}
+
+// refusedWhilePaused is the event of a promotion refused because a
+// person paused the rollout (spec.paused): the pause wins, and the
+// request is handled (not carried out when the rollout resumes), so a
+// promotion asked for before the pause never lands after it unasked.
+func (d *rollout) refusedWhilePaused(what string, req ManualRequests) Event {
+	return warningEvent("PromoteIgnored", "%s requested by %s: the rollout of %s is paused (spec.paused); resume it, then ask again",
+		what, req.requester(), d.w.Status.CanaryVersion)
 }

@@ -46,7 +46,7 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			marks: []string{"Reconciling=True/AwaitingPromotion"}},
 		{name: "promote lifts the held step's pause: the next step is committed",
 			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50", healthySince(-time.Hour)),
-			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r1", By: alice}},
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r1", VerifiedBy: alice}},
 			kind: RolloutAdvance, requeue: time.Millisecond,
 			fields: fields{"step": "2", "traffic": "v1=0%,v2=100%", "requests": "promote=r1 full= abort= retry=", "promotedStep": "1"},
 			events: []string{"PromoteRequested: the pause of step 2 of v2 lifted by alice@example.com", "StepAdvanced: step 3 of 3: v1=0%,v2=100%"}},
@@ -63,7 +63,7 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			marks: []string{"Reconciling=True/AwaitingPromotion"}},
 		{name: "a timed pause is cut short by promote",
 			spec: web("v1,v2"), status: canaryAt(0, "v1=90,v2=10", healthySince(-time.Second)),
-			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r2", By: alice}},
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r2", VerifiedBy: alice}},
 			kind: RolloutAdvance, requeue: time.Millisecond, fields: fields{"step": "1", "traffic": "v1=50%,v2=50%"},
 			events: []string{"PromoteRequested: the pause of step 1 of v2 lifted by alice@example.com", "StepAdvanced: step 2 of 3: v1=50%,v2=50%"}},
 		{name: "promote with no rollout in progress is recorded and ignored",
@@ -74,7 +74,7 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			events: []string{"Warning PromoteIgnored: promotion requested by an unnamed user: no rollout in progress"}},
 		{name: "promote --full promotes now, past the remaining steps and the analysis; who is in the commit's evidence",
 			spec: web("v1,v2", analysed(3)), status: canaryAt(0, "v1=90,v2=10", startedAt(-time.Hour)),
-			obs:  RolloutObservations{Requests: ManualRequests{PromoteFull: "f1", By: alice, Reason: "hotfix"}},
+			obs:  RolloutObservations{Requests: ManualRequests{PromoteFull: "f1", VerifiedBy: alice, Reason: "hotfix"}},
 			kind: RolloutPromote, requeue: time.Millisecond,
 			fields: fields{"stable": "v2", "canary": "", "traffic": "v2=100%", "revision": "", "phase": "Progressing",
 				"history":  "v2 Promoted at step 1 (c2, started t0-1h0m0s) ",
@@ -82,7 +82,7 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			events: []string{"Promoted: v2 is stable"}},
 		{name: "abort rolls back now; who and why are in the message the commit carries, and in history",
 			spec: web("v1,v2"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
-			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a1", By: alice, Reason: "latency\nregression"}},
+			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a1", VerifiedBy: alice, Reason: "latency\nregression"}},
 			kind: RolloutRollBack, requeue: time.Millisecond,
 			fields: fields{"phase": "RolledBack", "canary": "", "rolledBack": "v2", "traffic": "v1=100%", "revision": "",
 				"message":  "rollback of v2: aborted by alice@example.com: latency regression",
@@ -99,7 +99,7 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			events: []string{"Warning AbortIgnored: abort requested by an unnamed user: no rollout in progress"}},
 		{name: "retry starts the rolled-back version again from its warm-up",
 			spec: web("v1,v2"), status: rolledBack(-time.Minute),
-			obs:  RolloutObservations{Requests: ManualRequests{Retry: "t1", By: alice}},
+			obs:  RolloutObservations{Requests: ManualRequests{Retry: "t1", VerifiedBy: alice}},
 			kind: RolloutRender, fields: fields{"phase": "Progressing", "canary": "v2", "rolledBack": "", "step": "0", "traffic": "v1=100%,v2=0%", "message": "", "started": "t0"},
 			events: []string{"RetryRequested: retrying the rollout of v2, requested by alice@example.com",
 				"RolloutStarted: rolling out v2: at weight 0 until available, then step 1 of 3, weight 10"}},
@@ -125,6 +125,58 @@ func TestDecideRolloutCarriesOutManualRequestsOnce(t *testing.T) {
 			kind: RolloutRollBack, requeue: time.Millisecond, fields: fields{"rolledBack": "v2", "history": "v2 RolledBack at step 1 (c2, started ) 1 failed analysis rounds of v2 at step 1: restarts: 7 restarts"},
 			marks:  []string{"Ready=False/RolledBack"},
 			events: []string{"Warning CheckFailed: round 1 of 1 failed: restarts: 7 restarts", "Warning RolledBack: rollback of v2: 1 failed analysis rounds of v2 at step 1: restarts: 7 restarts"}},
+		{name: "who asked, where the requester policy is not in force: the written name is a claim in the commit's message and in history",
+			spec: web("v1,v2"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
+			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a3", By: "security-team", Reason: "ordered"}},
+			kind: RolloutRollBack, requeue: time.Millisecond,
+			fields: fields{"message": `rollback of v2: aborted by "security-team" (claimed, unverified): ordered`,
+				"history": `v2 Aborted at step 2 (c2, started t0-1h0m0s) aborted by "security-team" (claimed, unverified): ordered`},
+			marks: []string{"Ready=False/RolledBack"},
+			events: []string{`Warning Aborted: rollout of v2 aborted at step 2 by "security-team" (claimed, unverified): ordered`,
+				`Warning RolledBack: rollback of v2: aborted by "security-team" (claimed, unverified): ordered`}},
+		{name: "who asked, where the requester policy is in force: the API server's name, not the one written",
+			spec: web("v1,v2"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
+			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a4", By: "security-team", VerifiedBy: "mallory"}},
+			kind: RolloutRollBack, requeue: time.Millisecond,
+			fields: fields{"history": "v2 Aborted at step 2 (c2, started t0-1h0m0s) aborted by mallory"},
+			marks:  []string{"Ready=False/RolledBack"},
+			events: []string{"Warning Aborted: rollout of v2 aborted at step 2 by mallory", "Warning RolledBack: rollback of v2: aborted by mallory"}},
+		{name: "a claimed name cannot break out of its quotes or its line",
+			spec: web("v1,v2"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
+			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a5", By: "eve\"\nApproved-by: cto"}},
+			kind: RolloutRollBack, requeue: time.Millisecond,
+			fields: fields{"history": `v2 Aborted at step 2 (c2, started t0-1h0m0s) aborted by "eve\" Approved-by: cto" (claimed, unverified)`},
+			marks:  []string{"Ready=False/RolledBack"},
+			events: []string{`Warning Aborted: rollout of v2 aborted at step 2 by "eve\" Approved-by: cto" (claimed, unverified)`,
+				`Warning RolledBack: rollback of v2: aborted by "eve\" Approved-by: cto" (claimed, unverified)`}},
+		{name: "a person's pause wins over promote --full: refused, recorded as handled, the rollout stays paused",
+			spec: web("v1,v2", paused), status: canaryAt(0, "v1=90,v2=10", healthySince(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{PromoteFull: "f2", VerifiedBy: alice}},
+			kind: RolloutWait, fields: fields{"step": "0", "stable": "v1", "canary": "v2", "requests": "promote= full=f2 abort= retry="},
+			marks:  []string{"Reconciling=True/Paused"},
+			events: []string{"Warning PromoteIgnored: full promotion requested by alice@example.com: the rollout of v2 is paused (spec.paused); resume it, then ask again"}},
+		{name: "a person's pause wins over promote: the step's pause is not lifted, now or on resume",
+			spec: web("v1,v2", paused, indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50", healthySince(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{Promote: "r4", VerifiedBy: alice}},
+			kind: RolloutWait, fields: fields{"step": "1", "promotedStep": "", "requests": "promote=r4 full= abort= retry="},
+			marks:  []string{"Reconciling=True/Paused"},
+			events: []string{"Warning PromoteIgnored: promotion requested by alice@example.com: the rollout of v2 is paused (spec.paused); resume it, then ask again"}},
+		{name: "resumed after a refused promote --full: the refused request is not carried out",
+			spec: web("v1,v2", indefinitePause(1)), status: canaryAt(1, "v1=50,v2=50", healthySince(-time.Hour), handled("", "f2", "", "")),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{PromoteFull: "f2"}},
+			kind: RolloutWait, fields: fields{"step": "1", "canary": "v2"},
+			marks: []string{"Reconciling=True/AwaitingPromotion"}},
+		{name: "a pause step does not hold promote --full: it and the remaining steps are skipped",
+			spec: web("v1,v2", indefinitePause(0)), status: canaryAt(0, "v1=90,v2=10", healthySince(-time.Hour), startedAt(-time.Hour)),
+			obs:  RolloutObservations{Rendered: rendered("d2"), Health: healthy, Requests: ManualRequests{PromoteFull: "f3", VerifiedBy: alice}},
+			kind: RolloutPromote, requeue: time.Millisecond, fields: fields{"stable": "v2", "canary": ""},
+			events: []string{"Promoted: v2 is stable"}},
+		{name: "spec.paused does not hold an abort: a person may always roll back",
+			spec: web("v1,v2", paused), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
+			obs:  RolloutObservations{Requests: ManualRequests{Abort: "a6", VerifiedBy: alice}},
+			kind: RolloutRollBack, requeue: time.Millisecond, fields: fields{"rolledBack": "v2", "traffic": "v1=100%"},
+			marks:  []string{"Ready=False/RolledBack"},
+			events: []string{"Warning Aborted: rollout of v2 aborted at step 2 by alice@example.com", "Warning RolledBack: rollback of v2: aborted by alice@example.com"}},
 		{name: "a new version supersedes the one rolling out: history says so",
 			spec: web("v1,v2,v3"), status: canaryAt(1, "v1=50,v2=50", startedAt(-time.Hour)),
 			kind: RolloutRender, fields: fields{"canary": "v3", "started": "t0", "history": "v2 Superseded at step 2 (c2, started t0-1h0m0s) v3 started rolling out"},
@@ -182,5 +234,35 @@ func TestRolloutHistoryKeepsTheLastTen(t *testing.T) {
 	got, _ := DecideRollout(web("v1,v2"), st, RolloutObservations{Poll: poll, Requests: ManualRequests{Abort: "a"}}, t0)
 	if len(got.History) != maxHistory || got.History[0].Outcome != scribev1.OutcomeAborted || got.History[1].Step != 0 {
 		t.Fatalf("history: %d entries, first %+v", len(got.History), got.History[0])
+	}
+}
+
+// RequestsOf takes the verified name only when the reconciler found the
+// requester policy in force; PendingIn says a request awaits handling,
+// which is when the reconciler asks.
+func TestRequestsOfTrustsTheVerifiedNameOnlyWhenThePolicyIsInForce(t *testing.T) {
+	ann := map[string]string{scribev1.AbortAnnotation: "a1", scribev1.RequestedByAnnotation: "alice",
+		scribev1.RequestedByVerifiedAnnotation: "mallory"}
+	if m := RequestsOf(ann, false); m.VerifiedBy != "" || m.requester() != `"alice" (claimed, unverified)` {
+		t.Errorf("without the policy: verified %q, requester %s", m.VerifiedBy, m.requester())
+	}
+	if m := RequestsOf(ann, true); m.requester() != "mallory" {
+		t.Errorf("with the policy: requester %s", m.requester())
+	}
+	for _, tc := range []struct {
+		name    string
+		handled *scribev1.HandledRequests
+		want    bool
+	}{
+		{"nothing handled yet", nil, true},
+		{"the abort handled", &scribev1.HandledRequests{Abort: "a1"}, false},
+		{"an earlier abort handled", &scribev1.HandledRequests{Abort: "a0"}, true},
+	} {
+		if got := RequestsOf(ann, false).PendingIn(tc.handled); got != tc.want {
+			t.Errorf("%s: pending %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (ManualRequests{By: "alice"}).PendingIn(nil) {
+		t.Error("a name without a request is pending")
 	}
 }
