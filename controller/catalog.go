@@ -140,6 +140,7 @@ func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, 
 		return nil, nil, fmt.Errorf("get catalog source %s: %w", ref, err)
 	}
 	t.CatalogSource = catalogSource(cs, ns, src)
+	t.CatalogSource.Tenant = tenantCatalog(t.Grant, cs.Kind, ns, cs.Name)
 	url, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "url")
 	digest, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "digest")
 	revision, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")
@@ -154,8 +155,18 @@ func (p *Publisher) catalogFor(ctx context.Context, t *Target) (*render.Engine, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("catalog %s at %s: %w", ref, revision, err)
 	}
+	if t.CatalogSource.Tenant {
+		if err := refuseBuiltinOverrides(t.Repo, ref, e.BuiltinOverrides()); err != nil {
+			return nil, nil, err
+		}
+	}
 	t.CatalogSource.Files = files
 	t.CatalogArtifact = digest + " " + dir
+	if t.CatalogSource.Tenant {
+		// The same artifact renders otherwise when the platform vouches
+		// for it.
+		t.CatalogArtifact += " tenant"
+	}
 	return e, &scribev1.CatalogStatus{Revision: revision, Digest: digest, Entries: e.CatalogEntries()}, nil
 }
 

@@ -31,6 +31,13 @@ type CatalogSource struct {
 	// catalog shipped in this binary (catalog.FS), which a platform team
 	// publishes unchanged.
 	Files fs.FS `json:"-"`
+	// Tenant: the source is one the tenant chose (not among its
+	// TenantPolicy's spec.catalogSources). Built-in entries are then built
+	// from the catalog shipped in this binary, not from Files, and the
+	// objects of its own entries are confined to the tenant's namespaces
+	// and granted cluster-scoped kinds (see BuiltinOverrides and
+	// ConfineTenantObjects).
+	Tenant bool `json:"tenant,omitempty"`
 }
 
 // catalogSourceType is the source type of entries kept in the published catalog.

@@ -151,7 +151,7 @@ func (e *Engine) experimentInput(x *scribev1.Experiment, spec any, res Resolved,
 			if fe := checkCatalogSource(r, res.Catalog, namePath); fe != nil {
 				return nil, append(ferrs, *fe)
 			}
-			h, fe := e.hydrateComponent(r, res.Catalog, dir, x.Namespace, OwnedSuffix(x.Namespace, x.Name), ns.argo, namePath, paramsPath)
+			h, fe := e.hydrateComponent(r, res.Catalog, dir, x.Namespace, OwnedSuffix(x.Namespace, x.Name), ns.argo, e.builtinEntry(name), pub.ClusterResources, namePath, paramsPath)
 			if fe != nil {
 				return nil, append(ferrs, *fe)
 			}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/catalog"
 	"github.com/scribe-gitops/scribe/internal/hydrate"
 	"github.com/scribe-gitops/scribe/render/contract"
@@ -51,14 +52,21 @@ type hydrated struct {
 // TestWorkflow uses). A
 // component of any other source type is left alone (nil, nil). Errors name
 // namePath, or paramsPath.<param> for a ${param} nothing sets.
-func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, suffix string, argo bool, namePath, paramsPath string) (*hydrated, *FieldError) {
+//
+// From a catalog the tenant chose (src.Tenant), a built-in entry (builtin)
+// is built from the catalog shipped in this binary, never from the
+// tenant's files, and the objects of the tenant's own entries must stay
+// in their namespace or be of a cluster-scoped kind clusterResources
+// grants (ConfineTenantObjects).
+func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir, ns, suffix string, argo, builtin bool, clusterResources []scribev1.GroupKind, namePath, paramsPath string) (*hydrated, *FieldError) {
 	s, _ := r.Entry["source"].(map[string]any)
 	if s == nil || s["type"] != catalogSourceType {
 		return nil, nil
 	}
 	rel, _ := s["path"].(string)
+	tenant := src != nil && src.Tenant
 	var files fs.FS = catalog.FS
-	if src != nil && src.Files != nil {
+	if src != nil && src.Files != nil && !(tenant && builtin) {
 		files = src.Files
 	}
 	params := make(map[string]string, len(r.Params))
@@ -90,6 +98,11 @@ func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir,
 		}
 		return nil, &FieldError{Path: namePath, Message: fmt.Sprintf(
 			"component %q: building its catalog entry's manifests (%s in the published catalog): %v", r.Name, rel, err)}
+	}
+	if tenant && !builtin {
+		if err := ConfineTenantObjects(objs, target, clusterResources); err != nil {
+			return nil, &FieldError{Path: namePath, Message: fmt.Sprintf("component %q (%s in the Repository's catalog, spec.catalog): %v", r.Name, rel, err)}
+		}
 	}
 	var nsMetadata map[string]any
 	if argo {
