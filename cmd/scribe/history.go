@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,14 +15,13 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
-	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
+	"github.com/scribe-gitops/scribe/internal/termtext"
 )
 
 // historyFlags are the flags of scribe history.
@@ -34,6 +32,8 @@ type historyFlags struct {
 	path      string
 	secretDir string
 	output    string
+	// maxCommits bounds the commits read.
+	maxCommits int
 }
 
 func newHistoryCmd() *cobra.Command {
@@ -52,9 +52,17 @@ superseded by a newer version, deleted, or in progress), its start and end
 (the commit times), its commits and, when they were merged by a pull
 request, the pull request numbers.
 
---git is a local clone (its branch, or HEAD) or a URL, read with the
-credentials scribe publish uses: --secret-dir and SCRIBE_GIT_USERNAME,
-SCRIBE_GIT_PASSWORD, SCRIBE_GIT_TOKEN.`,
+--git is a local clone (its branch, or HEAD) or a URL, cloned into a
+temporary directory with the credentials scribe publish uses:
+--secret-dir and SCRIBE_GIT_USERNAME, SCRIBE_GIT_PASSWORD,
+SCRIBE_GIT_TOKEN.
+
+The repository is not trusted: each commit is read once, at most
+--max-commits of them (newest first); a rendered file over 4 MiB, or
+whose YAML expands beyond 16 MiB, is not read; a commit that cannot be
+read is skipped with a warning on stderr, the rest of the history still
+shown. Text from the repository (versions, reasons) is printed with
+control characters escaped. SIGINT or SIGTERM stops the walk.`,
 		Example: `  scribe history workload checkout -n shop --git ./gitops
   scribe history workload checkout -n shop --git https://github.com/acme/gitops --branch main -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -64,7 +72,7 @@ SCRIBE_GIT_PASSWORD, SCRIBE_GIT_TOKEN.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runHistory(cmd.Context(), cmd.OutOrStdout(), &f, args[1])
+			return runHistory(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), &f, args[1])
 		},
 	}
 	fl := cmd.Flags()
@@ -74,10 +82,11 @@ SCRIBE_GIT_PASSWORD, SCRIBE_GIT_TOKEN.`,
 	fl.StringVar(&f.path, "path", ".", "path in the repository under which <namespace>/<kind>/<name>/ is written")
 	fl.StringVar(&f.secretDir, "secret-dir", "", "with a URL: directory laid out as a mounted Secret: username, password, bearerToken, identity, known_hosts")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fl.IntVar(&f.maxCommits, "max-commits", defaultHistoryMaxCommits, "read at most this many commits, the newest first")
 	return cmd
 }
 
-func runHistory(ctx context.Context, w io.Writer, f *historyFlags, name string) error {
+func runHistory(ctx context.Context, w, stderr io.Writer, f *historyFlags, name string) error {
 	bad := func(err error) error { return &codeError{code: exitError, err: err} }
 	if f.git == "" {
 		return bad(errors.New("--git is required: a local clone or the repository's URL"))
@@ -85,54 +94,105 @@ func runHistory(ctx context.Context, w io.Writer, f *historyFlags, name string) 
 	if f.output != "table" && f.output != "json" {
 		return bad(fmt.Errorf("-o %q: want table or json", f.output))
 	}
+	if f.maxCommits < 1 {
+		return bad(fmt.Errorf("--max-commits %d: want at least 1", f.maxCommits))
+	}
 	repoPath, err := cleanRepoPath(f.path)
 	if err != nil {
 		return bad(err)
 	}
-	repo, err := openHistoryRepo(ctx, f)
+	repo, cleanup, err := openHistoryRepo(ctx, f)
 	if err != nil {
 		return err
 	}
+	defer cleanup()
 	tip, err := historyTip(repo, f.branch)
 	if err != nil {
 		return err
 	}
 	src := scribev1.ObjectIdentity{Kind: scribev1.WorkloadKind, Namespace: f.namespace, Name: name}
-	commits, err := workloadCommits(ctx, repo, tip, src, repoPath)
+	walk := newHistoryWalk(repo.Storer, f.maxCommits, src)
+	commits, err := walk.workloadCommits(ctx, tip, src, repoPath)
+	printWarnings(stderr, walk.warnings)
 	if err != nil {
 		return err
 	}
 	return printHistory(w, f.output, rollouts(commits))
 }
 
-// openHistoryRepo opens the local clone --git names, or clones its URL
-// into memory.
-func openHistoryRepo(ctx context.Context, f *historyFlags) (*git.Repository, error) {
-	if st, err := os.Stat(f.git); err == nil && st.IsDir() {
-		repo, err := git.PlainOpenWithOptions(f.git, &git.PlainOpenOptions{DetectDotGit: true})
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", f.git, err)
+// printWarnings writes what the walk skipped to stderr, the first
+// historyMaxWarnings of them, each on one line with its control
+// characters escaped.
+func printWarnings(stderr io.Writer, warnings []string) {
+	for i, msg := range warnings {
+		if i == historyMaxWarnings {
+			_, _ = fmt.Fprintf(stderr, "Warning: %d more warnings not shown\n", len(warnings)-i)
+			return
 		}
-		return repo, nil
+		_, _ = fmt.Fprintln(stderr, "Warning:", termtext.Line(msg))
+	}
+}
+
+// openHistoryRepo opens the local clone --git names, or clones its URL
+// into a temporary directory, removed by the cleanup it returns. Either is
+// read from storage that reads an object over historyMaxFileBytes only
+// when asked to, and then as a stream: nothing inflates a blob whole to
+// learn its size.
+func openHistoryRepo(ctx context.Context, f *historyFlags) (*git.Repository, func(), error) {
+	nothing := func() {}
+	if st, err := os.Stat(f.git); err == nil && st.IsDir() {
+		repo, err := openBounded(f.git, true)
+		if err != nil {
+			return nil, nothing, fmt.Errorf("open %s: %w", termtext.Line(f.git), err)
+		}
+		return repo, nothing, nil
 	}
 	if err := checkGitURL(f.git); err != nil {
-		return nil, &codeError{code: exitError, err: err}
+		return nil, nothing, &codeError{code: exitError, err: err}
 	}
 	data, err := (&publishFlags{secretDir: f.secretDir}).gitSecret(os.Getenv)
 	if err != nil {
-		return nil, &codeError{code: exitError, err: err}
+		return nil, nothing, &codeError{code: exitError, err: err}
 	}
 	auth, err := gitsink.AuthFromSecret(f.git, data)
 	if err != nil {
-		return nil, &codeError{code: exitError, err: err}
+		return nil, nothing, &codeError{code: exitError, err: err}
 	}
-	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
+	dir, err := os.MkdirTemp("", "scribe-history-")
+	if err != nil {
+		return nil, nothing, fmt.Errorf("clone %s: %w", redactURL(f.git), err)
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	_, err = git.PlainCloneContext(ctx, dir, true, &git.CloneOptions{
 		URL: f.git, Auth: auth, ReferenceName: plumbing.NewBranchReferenceName(f.branch), SingleBranch: true, NoCheckout: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("clone %s: %w", redactURL(f.git), err)
+		cleanup()
+		return nil, nothing, fmt.Errorf("clone %s: %w", redactURL(f.git), err)
 	}
-	return repo, nil
+	repo, err := openBounded(dir, false)
+	if err != nil {
+		cleanup()
+		return nil, nothing, fmt.Errorf("clone %s: %w", redactURL(f.git), err)
+	}
+	return repo, cleanup, nil
+}
+
+// openBounded opens the repository at dir (with detect, or above it; a
+// bare one without) on storage that keeps objects over
+// historyMaxFileBytes out of memory.
+func openBounded(dir string, detect bool) (*git.Repository, error) {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: detect})
+	if err != nil {
+		return nil, err
+	}
+	fsStorage, ok := repo.Storer.(*filesystem.Storage)
+	if !ok {
+		return repo, nil
+	}
+	st := filesystem.NewStorageWithOptions(fsStorage.Filesystem(), cache.NewObjectLRU(16*cache.MiByte),
+		filesystem.Options{LargeObjectThreshold: historyMaxFileBytes})
+	return git.Open(st, nil)
 }
 
 // historyTip is the commit history starts from: the branch, its remote
@@ -155,97 +215,6 @@ func historyTip(repo *git.Repository, branch string) (plumbing.Hash, error) {
 // "See merge request …!12" (GitLab).
 var pullRequestRef = regexp.MustCompile(`(?:Merge pull request #|\(#|merge request [^\s!]*!)(\d+)`)
 
-// workloadCommits are the commits reachable from tip that carry src's
-// trailer, oldest first, each with the traffic its tree routes.
-func workloadCommits(ctx context.Context, repo *git.Repository, tip plumbing.Hash, src scribev1.ObjectIdentity, repoPath string) ([]historyCommit, error) {
-	iter, err := repo.Log(&git.LogOptions{From: tip, Order: git.LogOrderCommitterTime})
-	if err != nil {
-		return nil, fmt.Errorf("read the log: %w", err)
-	}
-	ref := publish.ObjectRef(src)
-	dir := path.Join(strings.TrimPrefix(repoPath, "."), publish.OwnedDir(src))
-	dir = strings.TrimPrefix(dir, "/")
-	var ours []*object.Commit
-	prs := map[plumbing.Hash]int{}
-	err = iter.ForEach(func(c *object.Commit) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		subject, _, _ := strings.Cut(c.Message, "\n")
-		if m := pullRequestRef.FindStringSubmatch(subject); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			if c.NumParents() >= 2 {
-				if err := markMerged(c, n, prs); err != nil {
-					return err
-				}
-			} else if _, ok := prs[c.Hash]; !ok {
-				prs[c.Hash] = n
-			}
-		}
-		for _, t := range gitsink.Trailers(c.Message) {
-			if t[gitsink.TrailerObject] == ref {
-				ours = append(ours, c)
-				break
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the log: %w", err)
-	}
-	out := make([]historyCommit, 0, len(ours))
-	for i := len(ours) - 1; i >= 0; i-- {
-		c := ours[i]
-		hc := historyCommit{SHA: c.Hash.String(), Time: c.Committer.When.UTC(), Message: commitBody(c.Message), PullRequest: prs[c.Hash]}
-		tree, err := c.Tree()
-		if err != nil {
-			return nil, fmt.Errorf("commit %s: %w", c.Hash, err)
-		}
-		sub, err := tree.Tree(dir)
-		switch {
-		case errors.Is(err, object.ErrDirectoryNotFound):
-			hc.Deleted = true
-		case err != nil:
-			return nil, fmt.Errorf("commit %s: %s: %w", c.Hash, dir, err)
-		default:
-			if hc.Traffic, err = renderedTraffic(sub, src.Name); err != nil {
-				return nil, fmt.Errorf("commit %s: %w", c.Hash, err)
-			}
-		}
-		out = append(out, hc)
-	}
-	return out, nil
-}
-
-// markMerged records n as the pull request of the commits merge brought in:
-// its second parent and that parent's first-parent ancestors not already
-// on its first parent.
-func markMerged(merge *object.Commit, n int, prs map[plumbing.Hash]int) error {
-	base, err := merge.Parent(0)
-	if err != nil {
-		return fmt.Errorf("merge %s: %w", merge.Hash, err)
-	}
-	c, err := merge.Parent(1)
-	if err != nil {
-		return fmt.Errorf("merge %s: %w", merge.Hash, err)
-	}
-	for c != nil {
-		if on, err := c.IsAncestor(base); err != nil || on {
-			return err
-		}
-		if _, ok := prs[c.Hash]; !ok {
-			prs[c.Hash] = n
-		}
-		if c.NumParents() == 0 {
-			return nil
-		}
-		if c, err = c.Parent(0); err != nil {
-			return fmt.Errorf("merge %s: %w", merge.Hash, err)
-		}
-	}
-	return nil
-}
-
 // commitBody is a commit message without its subject and Scribe's trailers.
 func commitBody(message string) string {
 	_, body, _ := strings.Cut(message, "\n")
@@ -259,81 +228,21 @@ func commitBody(message string) string {
 	return strings.TrimSpace(b.String())
 }
 
-// renderedTraffic is the split a Workload's rendered directory routes: the
-// weights of its HTTPRoutes' backends (Services NAME-VERSION), or, with
-// no route, every version it deploys (Deployments NAME-VERSION) at an
-// equal share.
-func renderedTraffic(dir *object.Tree, name string) ([]versionWeight, error) {
-	var routed, deployed []versionWeight
-	for _, e := range dir.Entries {
-		if !e.Mode.IsFile() {
-			continue
-		}
-		isRoute := strings.HasPrefix(e.Name, "httproute-")
-		isDeployment := strings.HasPrefix(e.Name, "deployment-"+name+"-")
-		if !isRoute && !isDeployment {
-			continue
-		}
-		f, err := dir.File(e.Name)
-		if err != nil {
-			return nil, err
-		}
-		text, err := f.Contents()
-		if err != nil {
-			return nil, err
-		}
-		var obj struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Rules []struct {
-					BackendRefs []struct {
-						Name   string `json:"name"`
-						Weight *int32 `json:"weight"`
-					} `json:"backendRefs"`
-				} `json:"rules"`
-			} `json:"spec"`
-		}
-		if err := yaml.Unmarshal([]byte(text), &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Name, err)
-		}
-		if isDeployment {
-			deployed = append(deployed, versionWeight{Version: strings.TrimPrefix(obj.Metadata.Name, name+"-")})
-			continue
-		}
-		if len(routed) > 0 || len(obj.Spec.Rules) == 0 {
-			continue // the first rule of the first route tells the split
-		}
-		for _, b := range obj.Spec.Rules[0].BackendRefs {
-			v, ok := strings.CutPrefix(b.Name, name+"-")
-			if !ok {
-				continue
-			}
-			w := int32(1)
-			if b.Weight != nil {
-				w = *b.Weight
-			}
-			routed = append(routed, versionWeight{Version: v, Weight: w})
-		}
-	}
-	if len(routed) > 0 {
-		return routed, nil
-	}
-	for i := range deployed {
-		deployed[i].Weight = int32(100 / len(deployed))
-	}
-	return deployed, nil
-}
-
+// printHistory writes the rollouts as a table, every text from the
+// repository in a cell of its own (termtext.Cell: no newline, no tab, no
+// control character), or as JSON whose strings carry no raw control or
+// bidirectional character (termtext.JSON).
 func printHistory(w io.Writer, format string, rs []rolloutRecord) error {
 	if format == "json" {
 		if rs == nil {
 			rs = []rolloutRecord{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rs)
+		data, err := json.MarshalIndent(rs, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode the history: %w", err)
+		}
+		_, err = w.Write(append(termtext.JSON(data), '\n'))
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "VERSION\tOUTCOME\tSTART\tEND\tCOMMITS\tPULL REQUESTS\tREASON")
@@ -350,10 +259,13 @@ func printHistory(w io.Writer, format string, rs []rolloutRecord) error {
 		for i, n := range r.PullRequests {
 			prs[i] = "#" + strconv.Itoa(n)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Version, r.Outcome, r.Start.Format(time.RFC3339), end,
-			strings.Join(short, ","), dash(strings.Join(prs, ",")), dash(r.Reason))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(termtext.Cell(r.Version)), termtext.Cell(r.Outcome), r.Start.Format(time.RFC3339), end,
+			termtext.Cell(strings.Join(short, ",")), dash(strings.Join(prs, ",")), dash(termtext.Cell(r.Reason)))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the history: %w", err)
+	}
+	return nil
 }
 
 func dash(s string) string {
