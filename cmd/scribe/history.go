@@ -229,8 +229,9 @@ func commitBody(message string) string {
 }
 
 // printHistory writes the rollouts as a table, every text from the
-// repository in a cell of its own (termtext.Cell: no newline, no tab, no
-// control character), or as JSON whose strings carry no raw control or
+// repository in a cell of its own (termtext.CILine: no newline, no tab, no
+// control character, and no workflow command should the table reach a
+// CI log: a version starts its row), or as JSON whose strings carry no raw control or
 // bidirectional character (termtext.JSON).
 func printHistory(w io.Writer, format string, rs []rolloutRecord) error {
 	if format == "json" {
@@ -259,8 +260,8 @@ func printHistory(w io.Writer, format string, rs []rolloutRecord) error {
 		for i, n := range r.PullRequests {
 			prs[i] = "#" + strconv.Itoa(n)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(termtext.Cell(r.Version)), termtext.Cell(r.Outcome), r.Start.Format(time.RFC3339), end,
-			termtext.Cell(strings.Join(short, ",")), dash(strings.Join(prs, ",")), dash(termtext.Cell(r.Reason)))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(termtext.CILine(r.Version)), termtext.CILine(r.Outcome), r.Start.Format(time.RFC3339), end,
+			termtext.CILine(strings.Join(short, ",")), dash(strings.Join(prs, ",")), dash(termtext.CILine(r.Reason)))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the history: %w", err)
