@@ -330,9 +330,17 @@ func TestResolverCopiesTheFluxSourceOfAGitRepository(t *testing.T) {
 		},
 	}
 	timeout := metav1.Duration{Duration: 90 * time.Second}
-	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
+	// The platform's source reaches the remote by another URL, and says
+	// so (RemoteURLsAnnotation); without that it is another repository.
+	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe",
+		Annotations: map[string]string{RemoteURLsAnnotation: "https://git.example.com/other.git,\n" + repo.Spec.Git.URL}},
 		Spec: sourcev1.GitRepositorySpec{URL: "ssh://git@git.internal/acme/experiments.git", Provider: "generic", Timeout: &timeout,
 			SecretRef: &fluxmeta.LocalObjectReference{Name: "deploy-key"}, ProxySecretRef: &fluxmeta.LocalObjectReference{Name: "proxy"}}}
+	unvouched := shared.DeepCopy()
+	unvouched.Annotations = nil
+	if _, err := (&Resolver{Client: applierClient(t, unvouched), Git: gitsink.New(t.TempDir())}).For(context.Background(), repo); reasonOf(err) != ReasonNotPermitted || !strings.Contains(err.Error(), RemoteURLsAnnotation) {
+		t.Fatalf("a source of the same path on another host, not vouched for: %v; want %s naming %s", err, ReasonNotPermitted, RemoteURLsAnnotation)
+	}
 
 	r := &Resolver{Client: applierClient(t, shared), Git: gitsink.New(t.TempDir())}
 	tg, err := r.For(context.Background(), repo)
@@ -364,7 +372,8 @@ func TestResolverStallsARepositoryWhoseApplierNamespaceIsNotWatched(t *testing.T
 			Applier: scribev1.ApplierSpec{Kind: scribev1.ApplierFlux, Namespace: "flux-system", Name: "scribe"},
 		},
 	}
-	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe"},
+	shared := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "scribe",
+		Annotations: map[string]string{RemoteURLsAnnotation: repo.Spec.Git.URL}},
 		Spec: sourcev1.GitRepositorySpec{URL: "ssh://git@git.internal/acme/experiments.git"}}
 	r := &Resolver{Client: applierClient(t, shared), Git: gitsink.New(t.TempDir()), Watched: []string{"shop"}}
 	_, err := r.For(context.Background(), repo)

@@ -236,9 +236,7 @@ func (r *Resolver) gitSink(ctx context.Context, repo *scribev1.Repository, t *Ta
 		if err != nil {
 			return err
 		}
-		if err := ownSource(repo, "Flux GitRepository", in.Applier.Namespace, in.Applier.Name, []string{fs.URL}, g.URL); err != nil {
-			return err
-		}
+		// Whether it fetches the Repository's own remote: checkOwnSource.
 		in.Applier.FluxSource = fs
 	}
 	return r.artifactsFor(ctx, repo, t, in)

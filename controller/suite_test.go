@@ -265,6 +265,7 @@ func newFixture(t testing.TB) *fixture {
 	if err := e.c.Create(ctx, gr); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	vouchForRemote(t, e.c, url)
 	f := &fixture{e: e, ns: ns, srv: srv, url: url}
 	f.repo = &scribev1.Repository{
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},

@@ -3,6 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,17 +55,26 @@ func (r *Resolver) applierNamespaces() []string {
 // DefaultApplierNamespaces are where Flux and Argo CD install themselves.
 func DefaultApplierNamespaces() []string { return []string{"flux-system", "argocd"} }
 
+// RemoteURLsAnnotation, on an applier source (a Flux GitRepository or
+// OCIRepository, an Argo CD Application), lists the remotes Scribe pushes
+// to (a Repository's spec.git.url or spec.oci.url, separated by commas or
+// new lines) that the source fetches by another URL: an ssh URL for an
+// https remote, an in-cluster Service's name. Whoever writes the source
+// (the platform, in flux-system or argocd) vouches that they are the same
+// repository.
+const RemoteURLsAnnotation = "scribe.dev/remote-urls"
+
 // checkOwnSource refuses a Repository whose spec.applier.name names a
-// source that does not fetch the Repository's own repository (the same
-// path; the host may differ, as a source often reaches the server by an
-// in-cluster name): Scribe nudges
-// that object after every push and copies how it reaches the remote (its
-// URL and secretRef) into each custom resource's own GitRepository, so
-// another team's source (or the platform's root one) would make Flux
-// fetch that team's repository with that team's credentials for the
-// tenant. The GitRepository of the Flux Git case is read by fluxSource;
-// this reads the OCIRepository or the root Application. A missing one
-// is left to the applier (nothing to nudge or copy).
+// source that does not fetch the Repository's own repository: the same
+// scheme, host, port and path (credurl.SameRemote), or a remote the
+// source's RemoteURLsAnnotation lists. Scribe nudges that object after
+// every push and copies how it reaches the remote (its URL and
+// secretRef) into each custom resource's own GitRepository, so another
+// team's source (or the platform's root one), even of a repository with
+// the same path on another server, would make Flux fetch that team's
+// repository with that team's credentials for the tenant. A missing
+// source is left to the applier (nothing to nudge or copy; the Flux Git
+// case has failed with SourceNotFound already).
 func (r *Resolver) checkOwnSource(ctx context.Context, repo *scribev1.Repository, in render.Applier, remote string) error {
 	u := &unstructured.Unstructured{}
 	var paths [][]string
@@ -76,7 +89,15 @@ func (r *Resolver) checkOwnSource(ctx context.Context, repo *scribev1.Repository
 		paths = [][]string{{"spec", "url"}}
 		what = "Flux OCIRepository"
 	default:
-		return nil
+		// The typed GitRepository fluxSource has read, from the cache.
+		src := &sourcev1.GitRepository{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Name}, src); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("get Flux GitRepository %s/%s: %w", in.Namespace, in.Name, err)
+		}
+		return ownSource(repo, "Flux GitRepository", in.Namespace, in.Name, []string{src.Spec.URL}, remoteURLs(src.Annotations), remote)
 	}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -100,19 +121,31 @@ func (r *Resolver) checkOwnSource(ctx context.Context, repo *scribev1.Repository
 			}
 		}
 	}
-	return ownSource(repo, what, in.Namespace, in.Name, urls, remote)
+	return ownSource(repo, what, in.Namespace, in.Name, urls, remoteURLs(u.GetAnnotations()), remote)
 }
 
-// ownSource decides whether a source fetching urls is the Repository's
-// own (one of them names the remote).
-func ownSource(repo *scribev1.Repository, what, namespace, name string, urls []string, remote string) error {
-	for _, u := range urls {
-		if credurl.SameRepository(u, remote) {
+// remoteURLs reads a source's RemoteURLsAnnotation.
+func remoteURLs(annotations map[string]string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(annotations[RemoteURLsAnnotation], func(r rune) bool { return r == ',' || r == '\n' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ownSource decides whether a source fetching urls, and vouching for the
+// remotes aliases (RemoteURLsAnnotation), is the Repository's own: one of
+// them reaches the remote (same scheme, host, port and path).
+func ownSource(repo *scribev1.Repository, what, namespace, name string, urls, aliases []string, remote string) error {
+	for _, u := range append(slices.Clone(urls), aliases...) {
+		if credurl.SameRemote(u, remote) {
 			return nil
 		}
 	}
 	shown := redactAll(urls)
 	return &reasonError{reason: ReasonNotPermitted, err: fmt.Errorf(
-		"repository %s/%s: spec.applier.name: %s %s/%s fetches %s, not this Repository's remote %s: a Repository may name only the applier source of its own remote",
-		repo.Namespace, repo.Name, what, namespace, name, orNone(shown), credurl.Redact(remote))}
+		"repository %s/%s: spec.applier.name: %s %s/%s fetches %s, not this Repository's remote %s (the same scheme, host, port and path): a Repository may name only the applier source of its own remote; a source that reaches it by another URL lists it in its %s annotation",
+		repo.Namespace, repo.Name, what, namespace, name, orNone(shown), credurl.Redact(remote), RemoteURLsAnnotation)}
 }
