@@ -39,7 +39,7 @@ func TestJudgeConditionsFollowsArgoRollouts(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var res scribev1.CheckResult
-			err := controller.JudgeConditions(&res, tt.success, tt.failure, "q", tt.result, tt.found)
+			err := controller.JudgeConditions(t.Context(), &res, tt.success, tt.failure, "q", tt.result, tt.found)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)

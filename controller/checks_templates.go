@@ -130,7 +130,9 @@ func (c *Checker) runTemplates(ctx context.Context, w *scribev1.Workload, versio
 			res := scribev1.CheckResult{Name: ref.TemplateName + "/" + m.name, Provider: m.probe.check.Type}
 			meas, err := c.measure(ctx, w, m.probe, version)
 			if err == nil {
-				err = judgeConditions(&res, m.success, m.failure, meas)
+				if err = judgeConditions(ctx, &res, m.success, m.failure, meas); err != nil {
+					err = fmt.Errorf("%s.%w", m.probe.field, err)
+				}
 			}
 			if err != nil {
 				res.Passed, res.Inconclusive, res.Message = false, false, err.Error()
@@ -326,6 +328,9 @@ func templateMetricOf(m argoMetric, field string) (templateMetric, error) {
 			path := p.JSONPath
 			if path == "" {
 				path = "{$}"
+			}
+			if err := ValidateJSONPath(path); err != nil {
+				return tm, fmt.Errorf("provider.web.jsonPath: %w", err)
 			}
 			tm.probe.check = scribev1.Check{Type: scribev1.CheckWeb, URL: p.URL, JSONPath: path, InsecureSkipVerify: p.Insecure}
 			addHeaders(tm.probe.header, p.Headers)

@@ -22,6 +22,9 @@ func (c *Checker) web(ctx context.Context, w *scribev1.Workload, p probe, versio
 	if ch.URL == "" || ch.JSONPath == "" {
 		return measurement{}, errors.New("a web check needs url and jsonPath")
 	}
+	if err := ValidateJSONPath(ch.JSONPath); err != nil {
+		return measurement{}, fmt.Errorf("%s.jsonPath: %w", p.field, err)
+	}
 	u, err := QueryFor(ch.URL, w, version)
 	if err != nil {
 		return measurement{}, fmt.Errorf("url: %w", err)
@@ -68,8 +71,98 @@ func selectValue(doc []byte, path string) (any, bool, error) {
 	return selectIn(data, path)
 }
 
+// A check's JSONPath is written by the Workload's or the template's
+// writer and walks an answer from a server they may own: client-go's
+// evaluator has no bound of its own. Recursive descent (`..`) and unions
+// (`[a,b]`) repeat the walk, so `{..a..a..a..a}` walks a 40 KB answer
+// billions of times; a range (`{range}`) does too. Without them, each
+// step of a path reads each value of the answer at most once (each step
+// moves one level down, a filter reads each element's own subtree), so
+// the walk is at most the path's nodes times the answer's values, which
+// maxJSONPathWork bounds before it starts.
+const maxJSONPathWork = 16 << 20
+
+// ValidateJSONPath says why path cannot be a check's JSONPath, or nil:
+// it does not parse, or it uses recursive descent, a union or a range.
+func ValidateJSONPath(path string) error {
+	_, err := jsonPathNodes(path)
+	return err
+}
+
+// jsonPathNodes is the number of nodes of path, once it is known to walk
+// an answer at most once per node.
+func jsonPathNodes(path string) (int, error) {
+	parsed, err := jsonpath.Parse("check", path)
+	if err != nil {
+		return 0, fmt.Errorf("%q does not parse: %s", path, remoteText(err.Error()))
+	}
+	n := 0
+	var walk func(node jsonpath.Node) error
+	walk = func(node jsonpath.Node) error {
+		n++
+		switch x := node.(type) {
+		case *jsonpath.ListNode:
+			for _, c := range x.Nodes {
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+		case *jsonpath.FilterNode:
+			if err := walk(x.Left); err != nil {
+				return err
+			}
+			return walk(x.Right)
+		case *jsonpath.RecursiveNode:
+			return fmt.Errorf("%q uses recursive descent (..), which walks the whole answer once per use; name the path to the value", path)
+		case *jsonpath.UnionNode:
+			return fmt.Errorf("%q uses a union (,), which walks the answer once per member; use one check per value", path)
+		case *jsonpath.IdentifierNode:
+			return fmt.Errorf("%q uses %s, which walks the answer once per element; select one value", path, x.Name)
+		}
+		return nil
+	}
+	if err := walk(parsed.Root); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// countValues is the number of values in decoded JSON, counted up to limit.
+func countValues(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		n++
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				if n > limit {
+					return
+				}
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				if n > limit {
+					return
+				}
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return n
+}
+
 // selectIn is selectValue over decoded JSON.
 func selectIn(data any, path string) (any, bool, error) {
+	nodes, err := jsonPathNodes(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("jsonPath %w", err)
+	}
+	if values := countValues(data, maxJSONPathWork/nodes); nodes*values > maxJSONPathWork {
+		return nil, false, fmt.Errorf("jsonPath %q: walking an answer of more than %d values with a path of %d nodes exceeds the bound of %d steps", path, maxJSONPathWork/nodes, nodes, maxJSONPathWork)
+	}
 	jp := jsonpath.New("check")
 	if err := jp.Parse(path); err != nil {
 		return nil, false, fmt.Errorf("jsonPath %q: %s", path, remoteText(err.Error()))
