@@ -18,6 +18,7 @@ import (
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
 	"github.com/scribe-gitops/scribe/internal/publish"
+	"github.com/scribe-gitops/scribe/internal/termtext"
 	"github.com/scribe-gitops/scribe/render"
 )
 
@@ -38,8 +39,15 @@ directory with Scribe's .scribe.json) but that is not in -f was removed:
 its tree would be deleted, and diff says so, one line each; it counts as a
 change unless --allow-removals is given (then it is still reported). The
 stage Workloads of a Pipeline in -f (<pipeline>-<stage>) are its own, not
-removed. Pipelines, Repositories and TenantPolicies in -f are validated,
-not rendered.
+removed. A tree is known by its name only, so such a stage tree is
+reported on a line of its own ("stage:"), not counted as a change: a
+Workload of that name removed from -f would leave its tree to the
+Pipeline's stage. Pipelines, Repositories and TenantPolicies in -f are
+validated, not rendered.
+
+Text from the input and the checkout (paths, names, file contents) is
+printed with control characters escaped, and no line of it can start a
+CI workflow command ("::error::").
 
 Exit code 0: no change; 1: changes; 2: error.`,
 		Example: `  # In CI: does the checked-out branch hold what the CRs render?
@@ -57,14 +65,14 @@ Exit code 0: no change; 1: changes; 2: error.`,
 				return &codeError{code: exitError, err: err}
 			}
 			var bundles []*render.Bundle
-			kept := map[string]bool{}
+			kept := map[string]string{}
 			for _, c := range crs {
 				if c.bundle != nil {
 					bundles = append(bundles, c.bundle)
 				}
 				if p, ok := c.typed.(*scribev1.Pipeline); ok {
 					for _, st := range p.Spec.Stages {
-						kept[path.Join(p.Namespace, strings.ToLower(scribev1.WorkloadKind), controller.StageWorkloadName(p.Name, st.Name))] = true
+						kept[path.Join(p.Namespace, strings.ToLower(scribev1.WorkloadKind), controller.StageWorkloadName(p.Name, st.Name))] = fmt.Sprintf("Pipeline %s/%s's stage %s", p.Namespace, p.Name, st.Name)
 					}
 				}
 			}
@@ -87,9 +95,11 @@ Exit code 0: no change; 1: changes; 2: error.`,
 
 // diffRemovals says how diff treats trees in the checkout that no custom
 // resource of the input renders: kept are those a Pipeline of the input
-// owns; allowed reports the others without counting them as changes.
+// may own (its stages' Workloads, by directory, each saying which stage),
+// reported but not counted as changes; allowed reports the others without
+// counting them as changes.
 type diffRemovals struct {
-	kept    map[string]bool
+	kept    map[string]string
 	allowed bool
 }
 
@@ -206,7 +216,9 @@ func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles
 			if err != nil {
 				return false, fmt.Errorf("diff %s: %w", p, err)
 			}
-			if _, err := w.Write([]byte(strings.TrimRight(text, "\n") + "\n")); err != nil {
+			// The checkout's files and paths are anyone's text: no control
+			// character, and no line read as a workflow command by CI.
+			if _, err := w.Write([]byte(termtext.CIText(strings.TrimRight(text, "\n")) + "\n")); err != nil {
 				return false, fmt.Errorf("write diff: %w", err)
 			}
 		}
@@ -224,20 +236,32 @@ func diffBundles(ctx context.Context, w io.Writer, dir, repoPath string, bundles
 	for _, b := range bundles {
 		rendered[b.Dir] = true
 	}
-	for _, t := range removedTrees(found, rendered, removals.kept) {
+	removed, stages := removedTrees(found, rendered, removals.kept)
+	for _, t := range removed {
 		note := ""
 		if removals.allowed {
 			note = "; allowed by --allow-removals"
 		} else {
 			changed = true
 		}
-		files := fmt.Sprintf("%d files", t.files)
-		if t.files == 1 {
-			files = "1 file"
+		line := fmt.Sprintf("removed: %s is not in --file: %s/ and %s.sync.yaml would be deleted (%s%s)", t.source, t.dir, t.dir, fileCount(t.files), note)
+		if _, err := fmt.Fprintln(w, termtext.CILine(line)); err != nil {
+			return false, fmt.Errorf("write diff: %w", err)
 		}
-		if _, err := fmt.Fprintf(w, "removed: %s is not in --file: %s/ and %s.sync.yaml would be deleted (%s%s)\n", t.source, t.dir, t.dir, files, note); err != nil {
+	}
+	for _, t := range stages {
+		line := fmt.Sprintf("stage: %s is not in --file: %s/ is kept as the Workload of %s (%s); were it another Workload, removed from --file, its tree would be deleted and the stage's written in its place",
+			t.source, t.dir, removals.kept[t.dir], fileCount(t.files))
+		if _, err := fmt.Fprintln(w, termtext.CILine(line)); err != nil {
 			return false, fmt.Errorf("write diff: %w", err)
 		}
 	}
 	return changed, nil
+}
+
+func fileCount(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }

@@ -96,16 +96,26 @@ func findRenderedTrees(ctx context.Context, fsys fs.FS, base string, read func(s
 	return found, nil
 }
 
-// removedTrees are the trees of found that no rendered custom resource
-// owns: neither one of the input (rendered) nor one a Pipeline of the input
-// owns (kept, its stages' Workloads), sorted by directory.
-func removedTrees(found []renderedTree, rendered, kept map[string]bool) []renderedTree {
-	var out []renderedTree
+// removedTrees are the trees of found that no custom resource of the
+// input renders, sorted by directory: removed, and stages, those named as
+// the Workload of a Pipeline's stage (kept). A tree is known by its
+// directory only, so a stage's Workload and another Workload of that name
+// removed from the input look alike: stages are returned, not dropped, so
+// that diff reports them too.
+func removedTrees(found []renderedTree, rendered map[string]bool, kept map[string]string) (removed, stages []renderedTree) {
 	for _, t := range found {
-		if !rendered[t.dir] && !kept[t.dir] {
-			out = append(out, t)
+		switch {
+		case rendered[t.dir]:
+		case kept[t.dir] != "":
+			stages = append(stages, t)
+		default:
+			removed = append(removed, t)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
-	return out
+	byDir := func(ts []renderedTree) {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].dir < ts[j].dir })
+	}
+	byDir(removed)
+	byDir(stages)
+	return removed, stages
 }
