@@ -24,8 +24,20 @@ import (
 
 // Bounds of a user catalog check.
 const (
-	// DefaultCatalogTimeout is how long one check may take.
-	DefaultCatalogTimeout = 20 * time.Second
+	// DefaultCatalogCPU is the CPU time one check may use: user and
+	// system time of the checker process, all its threads (the garbage
+	// collector's included). CPU time, not wall-clock time: a busy
+	// machine stretches a check's wall-clock time but not the work it
+	// does, so an honest catalog that passes on an idle machine passes
+	// on a busy one, and a runaway one stops after the same work.
+	DefaultCatalogCPU = 20 * time.Second
+	// catalogWallFactor sets the wall-clock backstop of a check: this
+	// many times its CPU bound. CPU time bounds what the check does;
+	// the backstop is there only for a checker that makes no progress at
+	// all (stopped, or starved by a CPU quota), which spends no CPU and
+	// would otherwise hold its caller forever, and for platforms where
+	// the checker cannot read its own CPU time (all but Linux).
+	catalogWallFactor = 10
 	// DefaultCatalogMemory is the memory one check may use (Go heap and
 	// runtime); its address space may be 2 GiB more (RLIMIT_AS).
 	DefaultCatalogMemory = 1 << 30
@@ -38,18 +50,24 @@ const (
 	// addressSpaceHeadroom is the address space the checker may map beyond
 	// its memory bound: the binary, thread stacks, the runtime's arenas.
 	addressSpaceHeadroom = 2 << 30
+	// catalogCPUSlack is how far past its CPU bound the kernel kills a
+	// checker whose watchdog did not stop it (RLIMIT_CPU).
+	catalogCPUSlack = 2 * time.Second
 	// envCatalogMemory passes the memory bound to the checker.
 	envCatalogMemory = "SCRIBE_CATALOG_CHECK_MEMORY"
+	// envCatalogCPU passes the CPU bound (nanoseconds) to the checker.
+	envCatalogCPU = "SCRIBE_CATALOG_CHECK_CPU"
 	// envCatalogChild marks a process CatalogBound started as its checker:
 	// see init.
 	envCatalogChild = "SCRIBE_CATALOG_CHECK_CHILD"
 	// Exit codes of the checker besides 0 (the catalogs load).
 	exitCatalogInvalid = 3
 	exitCatalogMemory  = 4
+	exitCatalogCPU     = 5
 )
 
 // CatalogBound evaluates user catalogs first in a child process bounded in
-// time and memory, and loads them into an engine only when that succeeded:
+// CPU time and memory, and loads them into an engine only when that succeeded:
 // CUE has no cancellation and no memory cap, and a catalog of a few lines
 // (`list.Range(0, 5e7, 1)`) can take gigabytes. The child runs Command, a
 // program that links this package: CatalogBound marks the child in its
@@ -61,7 +79,10 @@ const (
 type CatalogBound struct {
 	// Command starts the checker: argv, Command[0] a path.
 	Command []string
-	// Timeout of one check; 0 means DefaultCatalogTimeout.
+	// Timeout is the CPU time one check may use (see DefaultCatalogCPU);
+	// 0 means DefaultCatalogCPU. The checker stops itself past it; its
+	// wall-clock time is bounded only by a backstop of catalogWallFactor
+	// times Timeout (and by the caller's context).
 	Timeout time.Duration
 	// Memory the checker may use, in bytes; 0 means DefaultCatalogMemory.
 	// The checker caps its heap at it (GOMEMLIMIT and a watchdog) and its
@@ -93,7 +114,9 @@ type CatalogFailure string
 
 // Reasons a user catalog fails its check.
 const (
-	// CatalogTimeout: evaluating the catalog took longer than the bound.
+	// CatalogTimeout: evaluating the catalog took more CPU time than the
+	// bound (or, where the checker cannot read its CPU time or makes no
+	// progress, more than the wall-clock backstop).
 	CatalogTimeout CatalogFailure = "timeout"
 	// CatalogMemoryLimit: evaluating the catalog took more memory than the
 	// bound.
@@ -212,10 +235,11 @@ func (b CatalogBound) check(ctx context.Context, req *catalogRequest) error {
 	if len(b.Command) == 0 {
 		return fail(CatalogCheckerFailed, "no checker command")
 	}
-	timeout, mem := b.Timeout, b.Memory
-	if timeout <= 0 {
-		timeout = DefaultCatalogTimeout
+	cpu, mem := b.Timeout, b.Memory
+	if cpu <= 0 {
+		cpu = DefaultCatalogCPU
 	}
+	wall := catalogWallFactor * cpu
 	if mem <= 0 {
 		mem = DefaultCatalogMemory
 	}
@@ -223,7 +247,7 @@ func (b CatalogBound) check(ctx context.Context, req *catalogRequest) error {
 	if err != nil {
 		return fmt.Errorf("encode catalog check: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(ctx, wall)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, b.Command[0], b.Command[1:]...)
 	cmd.Stdin = bytes.NewReader(in)
@@ -232,6 +256,7 @@ func (b CatalogBound) check(ctx context.Context, req *catalogRequest) error {
 	cmd.Env = append(os.Environ(),
 		envCatalogChild+"=1",
 		envCatalogMemory+"="+strconv.FormatInt(mem, 10),
+		envCatalogCPU+"="+strconv.FormatInt(int64(cpu), 10),
 		"GOMEMLIMIT="+strconv.FormatInt(mem, 10))
 	cmd.WaitDelay = 2 * time.Second
 	setCheckerAttr(cmd)
@@ -245,7 +270,11 @@ func (b CatalogBound) check(ctx context.Context, req *catalogRequest) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("catalog check: %w", ctx.Err())
 	case cctx.Err() != nil:
-		return fail(CatalogTimeout, "CUE evaluation did not finish within %s", timeout)
+		return fail(CatalogTimeout, "CUE evaluation did not finish within %s of wall-clock time (the backstop of its %s CPU bound; it used %s of CPU)", wall, cpu, usedCPU(cmd).Round(100*time.Millisecond))
+	case errors.As(err, &exit) && (exit.ExitCode() == exitCatalogCPU || usedCPU(cmd) > cpu):
+		// The checker stops itself past its bound (or the kernel's
+		// RLIMIT_CPU kills it, just after).
+		return fail(CatalogTimeout, "CUE evaluation used more than %s of CPU time", cpu)
 	case errors.As(err, &exit) && exit.ExitCode() == exitCatalogInvalid:
 		return fail(CatalogCUEError, "%s", msg)
 	case errors.As(err, &exit) && (exit.ExitCode() == exitCatalogMemory || outOfMemory(msg)):
@@ -256,6 +285,14 @@ func (b CatalogBound) check(ctx context.Context, req *catalogRequest) error {
 		}
 		return fail(CatalogCheckerFailed, "%s: %v: %s", strings.Join(b.Command, " "), err, msg)
 	}
+}
+
+// usedCPU is the CPU time the finished checker used, all its threads.
+func usedCPU(cmd *exec.Cmd) time.Duration {
+	if cmd.ProcessState == nil {
+		return 0
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // outOfMemory reports whether a crashed checker's stderr says it ran out
@@ -291,18 +328,23 @@ func init() {
 }
 
 // ServeCatalogCheck is the checker's side of CatalogBound: it bounds this
-// process's memory (from the bound its parent passes in the environment),
+// process's memory and CPU time (from the bounds its parent passes in the
+// environment),
 // reads the catalogs from stdin, evaluates all of their CUE (hidden fields
 // and definitions included) as the engine would load it, and returns the
 // process's exit code: 0 when they load, 3 with the error on stderr when
 // they do not. It is a process's whole work: past its memory bound it
-// exits the process itself with code 4.
+// exits the process itself with code 4, past its CPU bound with code 5.
 func ServeCatalogCheck(stdin io.Reader, stderr io.Writer) int {
 	mem := int64(DefaultCatalogMemory)
 	if v, err := strconv.ParseInt(os.Getenv(envCatalogMemory), 10, 64); err == nil && v > 0 {
 		mem = v
 	}
-	stop := boundMemory(mem, stderr)
+	cpu := DefaultCatalogCPU
+	if v, err := strconv.ParseInt(os.Getenv(envCatalogCPU), 10, 64); err == nil && v > 0 {
+		cpu = time.Duration(v)
+	}
+	stop := boundProcess(mem, cpu, stderr)
 	defer stop()
 
 	var req catalogRequest
@@ -354,14 +396,18 @@ func checkCatalogs(catalogs []catalogFiles) error {
 	return nil
 }
 
-// boundMemory caps this process at mem bytes: the Go runtime's soft limit,
-// a watchdog that exits the process once the runtime holds more than mem
-// (CUE allocates in tight loops the garbage collector cannot keep up
-// with), and, where the platform has one, a hard cap on the address space.
-// stop ends the watchdog.
-func boundMemory(mem int64, stderr io.Writer) (stop func()) {
+// boundProcess caps this process at mem bytes: the Go runtime's soft
+// limit, a watchdog that exits the process once the runtime holds more
+// than mem (CUE allocates in tight loops the garbage collector cannot keep
+// up with), and, where the platform has one, a hard cap on the address
+// space. It caps its CPU time at cpu the same way: the watchdog exits the
+// process once it used more (where the platform tells a process its CPU
+// time), and the kernel's RLIMIT_CPU kills it a little later should the
+// watchdog not run. stop ends the watchdog.
+func boundProcess(mem int64, cpu time.Duration, stderr io.Writer) (stop func()) {
 	debug.SetMemoryLimit(mem)
 	limitAddressSpace(uint64(mem) + addressSpaceHeadroom)
+	limitCPU(cpu + catalogCPUSlack)
 	done := make(chan struct{})
 	go func() {
 		samples := []metrics.Sample{
@@ -381,6 +427,10 @@ func boundMemory(mem int64, stderr io.Writer) (stop func()) {
 			if used > mem {
 				_, _ = fmt.Fprintf(stderr, "catalog check: memory limit of %d MiB exceeded (%d MiB in use)\n", mem>>20, used>>20)
 				os.Exit(exitCatalogMemory)
+			}
+			if spent, ok := processCPU(); ok && spent > cpu {
+				_, _ = fmt.Fprintf(stderr, "catalog check: CPU time limit of %s exceeded (%s used)\n", cpu, spent.Round(time.Millisecond))
+				os.Exit(exitCatalogCPU)
 			}
 		}
 	}()
