@@ -119,10 +119,13 @@ func TestTenantPolicyRevocationReachesAnIdleWorkload(t *testing.T) {
 }
 
 // TestTenantPolicyCRDRefusesASelectorItCannotEvaluate: the apiserver
-// refuses a TenantPolicy whose namespaceSelector
-// metav1.LabelSelectorAsSelector cannot evaluate, naming the field, so no
-// such policy is stored to be skipped (or failed closed) later; sound
-// selectors are accepted.
+// refuses a TenantPolicy whose namespaceSelector has an operator
+// metav1.LabelSelectorAsSelector cannot evaluate, or values that do not
+// go with it, naming the field; sound selectors are accepted. (A key or
+// value that is not a label's is left to the controller, which fails the
+// namespaces such a policy may select closed: checking them in CEL on
+// metav1.LabelSelector's unbounded lists exceeds the apiserver's cost
+// budget.)
 func TestTenantPolicyCRDRefusesASelectorItCannotEvaluate(t *testing.T) {
 	e := testEnv(t)
 	ctx := t.Context()
@@ -138,9 +141,6 @@ func TestTenantPolicyCRDRefusesASelectorItCannotEvaluate(t *testing.T) {
 		{"NotIn without values", expr("tier", metav1.LabelSelectorOpNotIn), "spec.namespaceSelector.matchExpressions"},
 		{"Exists with values", expr("tier", metav1.LabelSelectorOpExists, "gold"), "spec.namespaceSelector.matchExpressions"},
 		{"an unknown operator", expr("tier", "Equals", "gold"), "spec.namespaceSelector.matchExpressions"},
-		{"a key that is not a label key", expr("not a key", metav1.LabelSelectorOpExists), "a label key"},
-		{"a value that is not a label value", expr("tier", metav1.LabelSelectorOpIn, "gold!"), "a label value"},
-		{"a matchLabels value that is not a label value", metav1.LabelSelector{MatchLabels: map[string]string{"tier": "not a value"}}, "spec.namespaceSelector.matchLabels"},
 		{"In with values", expr("tier", metav1.LabelSelectorOpIn, "gold", "silver"), ""},
 		{"DoesNotExist", expr("example.com/tier", metav1.LabelSelectorOpDoesNotExist), ""},
 		{"matchLabels by name", metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "team-a"}}, ""},

@@ -17,18 +17,16 @@ type TenantPolicySpec struct {
 	// NamespaceSelector selects the tenant namespaces this policy governs.
 	// A namespace selected by two policies is refused (PolicyConflict)
 	// until one of them no longer selects it. An empty selector selects
-	// every namespace. A selector the apiserver cannot evaluate (an
-	// operator other than In, NotIn, Exists and DoesNotExist; In or NotIn
-	// without values; Exists or DoesNotExist with values; a key or value
-	// that is not a label's) is refused here; one stored before is failed
+	// every namespace. An operator other than In, NotIn, Exists and
+	// DoesNotExist, In or NotIn without values, and Exists or
+	// DoesNotExist with values are refused here; a selector that cannot be
+	// evaluated all the same (a key or value that is not a label's) fails
 	// closed: every namespace it may select is refused (PolicyInvalid)
 	// rather than given the defaults. Select on labels tenants cannot
 	// write (kubernetes.io/metadata.name, or labels an admission policy
 	// reserves to the platform): a tenant able to relabel its namespace
 	// could otherwise move under a more generous policy.
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="spec.namespaceSelector.matchExpressions: the operator must be In or NotIn with values, or Exists or DoesNotExist without"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.key.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$') && size(e.key) <= 317 && (!has(e.values) || e.values.all(v, size(v) <= 63 && v.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'))))",message="spec.namespaceSelector.matchExpressions: a key must be a label key, and each value a label value"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$') && size(k) <= 317 && size(self.matchLabels[k]) <= 63 && self.matchLabels[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'))",message="spec.namespaceSelector.matchLabels: each key must be a label key, and each value a label value"
 	// +required
 	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
 
