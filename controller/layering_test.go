@@ -26,7 +26,7 @@ func TestLayering(t *testing.T) {
 		{[]string{"render/*.go", "render/contract/*.go"},
 			[]string{mod + "controller", mod + "internal/publish", "k8s.io/client-go", "sigs.k8s.io/controller-runtime/pkg/cache", "sigs.k8s.io/controller-runtime/pkg/manager", "sigs.k8s.io/controller-runtime/pkg/client/apiutil"},
 			"render is a pure function of its input: it never reads the cluster, and never publishes"},
-		{[]string{"controller/decision.go", "controller/delivery.go", "controller/rollout.go", "controller/rollout_steps.go", "controller/rollout_requests.go", "controller/rollout_webhooks.go", "controller/checks_value.go", "controller/checks_conditions.go", "controller/stages.go", "controller/pipeline.go"},
+		{[]string{"controller/decision.go", "controller/delivery.go", "controller/rollout.go", "controller/rollout_steps.go", "controller/rollout_requests.go", "controller/rollout_webhooks.go", "controller/checks_value.go", "controller/checks_conditions.go", "controller/checks_budget.go", "controller/stages.go", "controller/pipeline.go"},
 			[]string{"sigs.k8s.io/controller-runtime", "k8s.io/client-go", mod + "internal/publish", mod + "render"},
 			"a pure decision file imports no client, sink or render"},
 		{[]string{"internal/publish/*.go", "internal/publish/*/*.go", "internal/health/*.go"},
