@@ -39,8 +39,10 @@ type engineSink struct {
 	mu      sync.Mutex
 	api     api.API
 	secrets []string // the Secret's values, kept out of errors
-	read    time.Time
-	now     func() time.Time
+	// recipients are what RecipientsKey allows.
+	recipients recipients
+	read       time.Time
+	now        func() time.Time
 }
 
 func newEngineSink(reader client.Reader, namespace string) *engineSink {
@@ -59,15 +61,23 @@ func (s *engineSink) send(ctx context.Context, n notification) error {
 	if len(subs) == 0 && !s.hasGlobalSubscriptions(ctx) {
 		return nil
 	}
-	eng, secrets, err := s.engine(ctx)
+	eng, secrets, allowed, err := s.engine(ctx)
 	if err != nil || eng == nil {
 		return err
 	}
 	cfg := eng.GetConfig()
 	dests := cfg.GetGlobalDestinations(o.GetLabels())
-	dests.Merge(subs.GetDestinations(cfg.DefaultTriggers, cfg.ServiceDefaultTriggers))
+	var errs []error
+	for _, d := range subs.GetDestinations(cfg.DefaultTriggers, cfg.ServiceDefaultTriggers)[trigger] {
+		if !allowed.allow(o.GetNamespace(), d) {
+			errs = append(errs, fmt.Errorf("trigger %s to %s: %s/%s subscribes %s, which the ConfigMap's %s does not allow for namespace %s: not sent",
+				trigger, d.Service, o.GetNamespace(), o.GetName(), recipientName(d), RecipientsKey, o.GetNamespace()))
+			continue
+		}
+		dests[trigger] = append(dests[trigger], d)
+	}
 	if len(dests[trigger]) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
 	vars, err := templateVars(n)
 	if err != nil {
@@ -77,7 +87,6 @@ func (s *engineSink) send(ctx context.Context, n notification) error {
 	if err != nil {
 		return fmt.Errorf("trigger %s: %w", trigger, err)
 	}
-	var errs []error
 	for _, r := range results {
 		if !r.Triggered {
 			continue
@@ -111,38 +120,43 @@ func subscriptionAnnotations(annotations map[string]string) subscriptions.Annota
 // hasGlobalSubscriptions: the ConfigMap subscribes objects by label, so
 // an object without subscription annotations may still be subscribed.
 func (s *engineSink) hasGlobalSubscriptions(ctx context.Context) bool {
-	eng, _, err := s.engine(ctx)
+	eng, _, _, err := s.engine(ctx)
 	return err == nil && eng != nil && len(eng.GetConfig().Subscriptions) > 0
 }
 
-// engine is the engine of the ConfigMap and Secret as last read, read
-// again past engineConfigTTL; nil when there is no ConfigMap.
-func (s *engineSink) engine(ctx context.Context) (api.API, []string, error) {
+// engine is the engine of the ConfigMap and Secret as last read, and the
+// recipients it allows, read again past engineConfigTTL; nil when there
+// is no ConfigMap.
+func (s *engineSink) engine(ctx context.Context) (api.API, []string, recipients, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.read.IsZero() && s.now().Sub(s.read) < engineConfigTTL {
-		return s.api, s.secrets, nil
+		return s.api, s.secrets, s.recipients, nil
 	}
 	cm := &corev1.ConfigMap{}
 	err := s.reader.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: NotificationsConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
-		s.api, s.secrets, s.read = nil, nil, s.now()
-		return nil, nil, nil
+		s.api, s.secrets, s.recipients, s.read = nil, nil, nil, s.now()
+		return nil, nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read ConfigMap %s/%s: %w", s.namespace, NotificationsConfigMap, err)
+		return nil, nil, nil, fmt.Errorf("read ConfigMap %s/%s: %w", s.namespace, NotificationsConfigMap, err)
 	}
 	secret := &corev1.Secret{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: NotificationsSecret}, secret); err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("read Secret %s/%s: %w", s.namespace, NotificationsSecret, err)
+		return nil, nil, nil, fmt.Errorf("read Secret %s/%s: %w", s.namespace, NotificationsSecret, err)
 	}
 	secrets := secretValues(secret)
 	eng, err := newEngine(cm, secret)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ConfigMap %s/%s: %w", s.namespace, NotificationsConfigMap, redact(err, secrets))
+		return nil, nil, nil, fmt.Errorf("ConfigMap %s/%s: %w", s.namespace, NotificationsConfigMap, redact(err, secrets))
 	}
-	s.api, s.secrets, s.read = eng, secrets, s.now()
-	return eng, secrets, nil
+	allowed, err := parseRecipients(cm.Data[RecipientsKey])
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", s.namespace, NotificationsConfigMap, RecipientsKey, err)
+	}
+	s.api, s.secrets, s.recipients, s.read = eng, secrets, allowed, s.now()
+	return eng, secrets, allowed, nil
 }
 
 // newEngine builds the notifications engine of cm over Scribe's default
@@ -155,8 +169,33 @@ func newEngine(cm *corev1.ConfigMap, secret *corev1.Secret) (api.API, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The template variables are those send passes (templateVars).
-	return api.NewAPI(*cfg, func(vars map[string]any, _ services.Destination) map[string]any { return vars })
+	// The template variables are those send passes (templateVars): as
+	// they are to a trigger's conditions, and with every string made inert
+	// for the service type of the destination to a template.
+	types := serviceTypes(merged.Data)
+	return api.NewAPI(*cfg, func(vars map[string]any, dest services.Destination) map[string]any {
+		if dest.Service == "" {
+			return vars
+		}
+		return escapeTree(vars, escaperFor(types[dest.Service])).(map[string]any)
+	})
+}
+
+// serviceTypes maps each service's name to its type, as the engine reads
+// the ConfigMap keys service.<type> and service.<type>.<name>.
+func serviceTypes(data map[string]string) map[string]string {
+	types := map[string]string{}
+	for k := range data {
+		parts := strings.Split(k, ".")
+		switch {
+		case parts[0] != "service":
+		case len(parts) == 2:
+			types[parts[1]] = parts[1]
+		case len(parts) == 3:
+			types[parts[2]] = parts[1]
+		}
+	}
+	return types
 }
 
 // templateVars are what triggers' conditions and templates read: the

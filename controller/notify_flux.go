@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,7 +74,12 @@ func (s *fluxSink) send(_ context.Context, n notification) error {
 	defer s.mu.Unlock()
 	s.result = postResult{}
 	involved, group, object := fluxInvolved(n.obj)
-	s.rec.AnnotatedEventf(involved, fluxMetadata(n, group, object), n.typ, n.reason, "%s", n.message)
+	// The Provider, and so its format, is notification-controller's to
+	// choose: the tenant's text, the message and the object's
+	// event.toolkit.fluxcd.io/ annotations (which Providers show as
+	// fields), is made inert for any of them.
+	esc := escaperFor("flux")
+	s.rec.AnnotatedEventf(escapedFluxAnnotations(involved, esc), fluxMetadata(n, group, object), n.typ, n.reason, "%s", esc(n.message))
 	switch r := s.result; {
 	case r.err != nil:
 		return r.err
@@ -130,4 +137,29 @@ var _ record.EventRecorder = noKubeEvents{}
 func (noKubeEvents) Event(runtime.Object, string, string, string)          {}
 func (noKubeEvents) Eventf(runtime.Object, string, string, string, ...any) {}
 func (noKubeEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
+}
+
+// escapedFluxAnnotations is obj, or a copy of it whose
+// event.toolkit.fluxcd.io/ annotations esc escaped (obj is shared with
+// the other sinks and is not changed).
+func escapedFluxAnnotations(obj runtime.Object, esc func(string) string) runtime.Object {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return obj
+	}
+	var ann map[string]string
+	for k, v := range o.GetAnnotations() {
+		if strings.HasPrefix(k, fluxEventAnnotationPrefix) && esc(v) != v {
+			if ann == nil {
+				ann = maps.Clone(o.GetAnnotations())
+			}
+			ann[k] = esc(v)
+		}
+	}
+	if ann == nil {
+		return obj
+	}
+	cp := o.DeepCopyObject().(client.Object)
+	cp.SetAnnotations(ann)
+	return cp
 }

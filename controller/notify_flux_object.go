@@ -51,10 +51,14 @@ func fluxInvolved(obj runtime.Object) (involved runtime.Object, group, object st
 	k.SetName(sync.Name)
 	ann := map[string]string{}
 	for key, v := range o.GetAnnotations() {
-		if strings.HasPrefix(key, "event.toolkit.fluxcd.io/") {
+		if strings.HasPrefix(key, fluxEventAnnotationPrefix) {
 			ann[key] = v
 		}
 	}
 	k.SetAnnotations(ann)
 	return k, kustomizev1.GroupVersion.Group, kind + "/" + o.GetNamespace() + "/" + o.GetName()
 }
+
+// fluxEventAnnotationPrefix starts the annotations Flux's event recorder
+// adds to an event's metadata.
+const fluxEventAnnotationPrefix = "event.toolkit.fluxcd.io/"

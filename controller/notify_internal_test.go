@@ -307,6 +307,7 @@ func engineFixture(slackURL, teamsURL, hookURL string) (*corev1.ConfigMap, *core
       {"workload": "{{.workload.metadata.namespace}}/{{.workload.metadata.name}}", "reason": "{{.event.reason}}", "revision": "{{.event.revision}}"}
 `,
 			"trigger.on-rolled-back": "- when: \"true\"\n  send: [rolled-back, rolled-back-hook]\n",
+			RecipientsKey:            "apps: [slack:deploys, slack:releases, teams:ops, deploy-log]\n",
 		},
 	}
 	secret := &corev1.Secret{

@@ -58,7 +58,8 @@ func TestWorkloadRollbackIsNotifiedToFluxAndSlack(t *testing.T) {
 	f := newFixture(t)
 	for _, o := range []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.NotificationsConfigMap, Namespace: f.ns},
-			Data: map[string]string{"service.slack": "token: $slack-token\napiURL: " + slackSrv.URL + "/api/\n"}},
+			Data: map[string]string{"service.slack": "token: $slack-token\napiURL: " + slackSrv.URL + "/api/\n",
+				controller.RecipientsKey: f.ns + ": [slack:deploys]\n"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: controller.NotificationsSecret, Namespace: f.ns},
 			Data: map[string][]byte{"slack-token": []byte("xoxb-test")}},
 	} {
