@@ -224,3 +224,21 @@ func TestGetRunsAsAKubectlPlugin(t *testing.T) {
 		}
 	}
 }
+
+// TestGetStartsNoWorkflowCommand: status text that the tree indents
+// only by spaces (the last check's message) cannot start a CI workflow
+// command when scribe get runs in a CI log, and a newline in it adds no
+// line.
+func TestGetStartsNoWorkflowCommand(t *testing.T) {
+	w := canaryWorkload()
+	w.Status.Checks = []scribev1.CheckResult{{Name: "c", Provider: "web", Message: "::error::pwned\n::set-output name=ok::yes"}}
+	out := renderWorkload(w, nil)
+	for i, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "::") {
+			t.Errorf("line %d reads as a workflow command: %q", i+1, line)
+		}
+	}
+	if want := `    \x3a:error::pwned\n::set-output name=ok::yes`; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}

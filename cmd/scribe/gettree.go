@@ -5,13 +5,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/termtext"
 )
 
 // appliedRevision is what the applier reports about a custom resource's
@@ -39,8 +38,12 @@ func (t *treeWriter) field(label, value string) {
 	fmt.Fprintf(&t.b, "%-13s %s\n", label+":", value)
 }
 
-// line writes one line as given (the caller cleaned its parts).
-func (t *treeWriter) line(s string) { t.b.WriteString(strings.TrimRight(s, " ") + "\n") }
+// line writes one line (the caller cleaned its parts); a line whose
+// status text follows only the tree's indentation cannot start a CI
+// workflow command either (termtext.CILine).
+func (t *treeWriter) line(s string) {
+	t.b.WriteString(termtext.CILine(strings.TrimRight(s, " ")) + "\n")
+}
 
 // branch writes the i-th of n children under prefix, and returns the
 // prefix of that child's own children.
@@ -55,34 +58,14 @@ func (t *treeWriter) branch(prefix string, i, n int, s string) string {
 
 func (t *treeWriter) String() string { return t.b.String() }
 
-// clean makes s safe to print on one terminal line: invalid UTF-8 is
-// replaced, and control and format characters (escape sequences, carriage
-// returns, bidirectional overrides) are written as visible escapes, such
-// as \x1b or \u202e; newlines and tabs become spaces.
-func clean(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteByte(' ')
-		case unsafeRune(r):
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// clean makes s safe to print on one terminal line (termtext.Line):
+// control and format characters (escape sequences, carriage returns,
+// newlines, tabs, bidirectional overrides) and invalid UTF-8 are written
+// as visible escapes, such as \x1b, \n or \u202e.
+func clean(s string) string { return termtext.Line(s) }
 
 // unsafeRune says r must not reach a terminal as is.
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError ||
-		unicode.In(r, unicode.Zl, unicode.Zp)
-}
+func unsafeRune(r rune) bool { return termtext.Unsafe(r) }
 
 // orNone is s cleaned, or "-" when empty.
 func orNone(s string) string {
