@@ -101,6 +101,7 @@ func (p *Publisher) pushArtifact(ctx context.Context, t *Target, sync scribev1.O
 		Insecure:         t.Artifacts.insecure,
 		DockerConfigJSON: t.Artifacts.dockerConfig,
 		Revision:         res.Revision,
+		Transport:        p.Resolver.tenantTransport(),
 	})
 	if err != nil {
 		return false, &reasonError{reason: string(publish.ReasonInvalid), err: fmt.Errorf("spec.git.artifacts.url: %w", err)}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/egress"
 	"github.com/scribe-gitops/scribe/internal/health"
 )
 
@@ -24,7 +25,12 @@ import (
 // provider (Prometheus, a web endpoint, Datadog, New Relic).
 type Checker struct {
 	Client client.Client
-	HTTP   *http.Client
+	// HTTP is the client of checks and webhooks; nil is
+	// NewAnalysisHTTPClient(Egress).
+	HTTP *http.Client
+	// Egress is where a check's or a webhook's URL may lead when HTTP is
+	// nil (the zero Policy: public addresses only).
+	Egress egress.Policy
 	// Secrets reads a check's Secret, bound to the URL it is sent to
 	// (Resolver.Secret); nil refuses checks that name one.
 	Secrets func(ctx context.Context, namespace, name, url, field string) (map[string][]byte, error)
@@ -33,6 +39,9 @@ type Checker struct {
 	Templates client.Reader
 	// RoundTimeout bounds a whole round (0: 30 s).
 	RoundTimeout time.Duration
+	// WebhookRoundTimeout bounds the webhooks of one gate together
+	// (0: maxWebhookRoundTime).
+	WebhookRoundTimeout time.Duration
 }
 
 // Run evaluates every check of w against version (RunRound's results).

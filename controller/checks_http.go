@@ -4,18 +4,19 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/egress"
 	"github.com/scribe-gitops/scribe/internal/textcut"
 )
 
@@ -23,11 +24,15 @@ import (
 // Workload, and the answer comes from a server they choose. So: an
 // address must be an http(s) URL (no user info; a provider's base URL has
 // no query or fragment either, which would turn the API path into
-// something else); the controller never dials a link-local address (a
-// cloud's metadata service) nor follows a redirect; credentials come only
-// from a Secret bound to the URL (CheckBound); an answer is read up to
-// maxQueryAnswer bytes and queryTimeout; and text from the server reaches
-// status only as a short, quoted excerpt.
+// something else); the controller connects only where the platform's
+// egress policy allows (internal/egress: never a link-local address, a
+// cloud's metadata service or the environment's proxy unless the platform
+// opts in; loopback and private ranges only when the platform allows
+// them) and follows no redirect; credentials come only from a Secret
+// bound to the URL (CheckBound); an answer is read up to maxQueryAnswer
+// bytes and queryTimeout, and every credential value the request carried
+// is cut out of it before anything reads it; and text from the server
+// reaches status only as a short, quoted excerpt.
 const (
 	maxQueryAnswer = 4 << 20
 	queryTimeout   = 10 * time.Second
@@ -71,18 +76,12 @@ func validateCheckURL(raw string, withQuery bool) error {
 	return nil
 }
 
-// NewAnalysisHTTPClient is the HTTP client analysis queries go through:
-// no redirects, no link-local destinations, a bounded time.
-func NewAnalysisHTTPClient() *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: refuseLinkLocal}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		MaxIdleConns:          32,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: queryTimeout,
-	}
+// NewAnalysisHTTPClient is the HTTP client analysis queries and webhooks
+// go through: connections only where policy allows, no redirects, a
+// bounded time.
+func NewAnalysisHTTPClient(policy egress.Policy) *http.Client {
+	tr := policy.Transport()
+	tr.ResponseHeaderTimeout = queryTimeout
 	return &http.Client{
 		Transport: tr,
 		Timeout:   queryTimeout,
@@ -92,25 +91,15 @@ func NewAnalysisHTTPClient() *http.Client {
 	}
 }
 
-// refuseLinkLocal stops a connection to a link-local address (169.254/16,
-// fe80::/10), whatever name resolved to it.
-func refuseLinkLocal(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
-		return fmt.Errorf("%s is link-local: analysis never queries it", host)
-	}
-	return nil
-}
-
 // endpoint is how one check talks to its provider: an HTTP client whose
 // answers are bounded and whose requests carry the Secret's headers, and
 // the Secret's data for the provider's own keys.
 type endpoint struct {
 	client *http.Client
 	secret map[string][]byte
+	// sent are the credential values the requests carry, cut out of
+	// every answer (redact).
+	sent []string
 }
 
 // endpoint prepares the client for check i of w, which talks to target
@@ -120,7 +109,7 @@ func (c *Checker) endpoint(ctx context.Context, w *scribev1.Workload, p probe, t
 	ch := p.check
 	hc := c.HTTP
 	if hc == nil {
-		hc = NewAnalysisHTTPClient()
+		hc = NewAnalysisHTTPClient(c.Egress)
 	}
 	client := *hc
 	next := hc.Transport
@@ -146,15 +135,20 @@ func (c *Checker) endpoint(ctx context.Context, w *scribev1.Workload, p probe, t
 		for k, v := range data {
 			if name, ok := strings.CutPrefix(k, headerKeyPrefix); ok {
 				header.Set(name, strings.TrimSpace(string(v)))
+				e.sent = append(e.sent, strings.TrimSpace(string(v)))
 			}
 		}
 		switch {
 		case len(data["token"]) > 0:
-			header.Set("Authorization", "Bearer "+strings.TrimSpace(string(data["token"])))
+			token := strings.TrimSpace(string(data["token"]))
+			header.Set("Authorization", "Bearer "+token)
+			e.sent = append(e.sent, token, "Bearer "+token)
 		case len(data["username"]) > 0:
 			r := &http.Request{Header: http.Header{}}
 			r.SetBasicAuth(string(data["username"]), string(data["password"]))
 			header.Set("Authorization", r.Header.Get("Authorization"))
+			basic := r.Header.Get("Authorization")
+			e.sent = append(e.sent, string(data["password"]), basic, strings.TrimPrefix(basic, "Basic "))
 		}
 		ca = data["ca.crt"]
 	}
@@ -194,20 +188,65 @@ func (e *endpoint) doWithin(ctx context.Context, req *http.Request, timeout time
 	defer cancel()
 	resp, err := e.client.Do(req.WithContext(ctx))
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("no answer within %s, or the round's time is up", timeout)
 		}
-		return nil, errors.New(remoteText(redactURLError(err)))
+		return nil, errors.New(remoteText(e.redact(redactURLError(err))))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, errors.New(e.redact(err.Error()))
 	}
+	// Whatever reads the answer next (a parser, a JSONPath, a message)
+	// sees no credential the request carried, even when the server echoes
+	// its headers back.
+	body = []byte(e.redact(string(body)))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("the server answered %s: %s", resp.Status, remoteText(string(body)))
+		return nil, fmt.Errorf("the server answered %s: %s", e.redact(resp.Status), remoteText(string(body)))
 	}
 	return body, nil
+}
+
+// minRedacted is the shortest credential value looked for in answers: a
+// shorter one protects nothing, and cutting it out would garble ordinary
+// text (a number, a word).
+const minRedacted = 4
+
+// redacted stands for a credential value cut out of an answer.
+const redacted = "[redacted]"
+
+// redact is s without any credential value e's requests carried, as sent
+// or as it reads inside a JSON string.
+func (e *endpoint) redact(s string) string {
+	return redactValues(s, e.sent)
+}
+
+// redactValues replaces each of values (of at least minRedacted bytes),
+// and its JSON-escaped form, in s, longest first.
+func redactValues(s string, values []string) string {
+	var forms []string
+	for _, v := range values {
+		if len(v) < minRedacted {
+			continue
+		}
+		forms = append(forms, v)
+		for _, html := range []bool{true, false} {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(html)
+			if enc.Encode(v) == nil {
+				if q := strings.TrimSuffix(b.String(), "\n"); len(q) >= 2 && q[1:len(q)-1] != v {
+					forms = append(forms, q[1:len(q)-1])
+				}
+			}
+		}
+	}
+	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	for _, f := range forms {
+		s = strings.ReplaceAll(s, f, redacted)
+	}
+	return s
 }
 
 // redactURLError is err's text without the URL's query (it may hold a

@@ -96,7 +96,7 @@ func TestPrometheusCheckBoundsWhatAServerCanDo(t *testing.T) {
 			w.Spec.Rollout = &scribev1.Rollout{Analysis: &scribev1.Analysis{Checks: []scribev1.Check{
 				{Name: "error-rate", Type: scribev1.CheckPrometheus, Address: tt.address, Query: "up", Max: "1"},
 			}}}
-			res := (&controller.Checker{}).Run(context.Background(), w, "v1", scribev1.ObjectIdentity{})
+			res := (&controller.Checker{Egress: testEgress()}).Run(context.Background(), w, "v1", scribev1.ObjectIdentity{})
 			if len(res) != 1 || res[0].Passed {
 				t.Fatalf("results %+v, want one failed check", res)
 			}

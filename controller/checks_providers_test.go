@@ -157,7 +157,7 @@ func TestProviderChecksSpeakEachProvidersWireFormat(t *testing.T) {
 	var webHits atomic.Int64
 	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { webHits.Add(1); webHandler(w, r) }))
 	defer counted.Close()
-	c := &controller.Checker{Secrets: secrets(
+	c := &controller.Checker{Egress: testEgress(), Secrets: secrets(
 		secretFor("datadog", dd.URL, map[string]string{"api-key": ddAPIKey, "app-key": ddAppKey}),
 		secretFor("datadog-no-app", dd.URL, map[string]string{"api-key": ddAPIKey}),
 		secretFor("newrelic", nr.URL, map[string]string{"personal-api-key": nrKey}),
@@ -265,7 +265,7 @@ func TestProviderChecksTrustTheSecretsCA(t *testing.T) {
 	}))
 	defer srv.Close()
 	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
-	c := &controller.Checker{HTTP: controller.NewAnalysisHTTPClient(), Secrets: secrets(
+	c := &controller.Checker{HTTP: controller.NewAnalysisHTTPClient(testEgress()), Secrets: secrets(
 		secretFor("with-ca", srv.URL, map[string]string{"ca.crt": ca}),
 		secretFor("no-pem", srv.URL, map[string]string{"ca.crt": "not a certificate"}),
 	)}
@@ -317,7 +317,7 @@ func TestAnAnalysisRoundEndsWithinItsTime(t *testing.T) {
 		checks = append(checks, scribev1.Check{Name: fmt.Sprintf("slow-%d", i), Type: scribev1.CheckWeb, URL: slow.URL + "/x", JSONPath: "{.v}", Max: "1"})
 	}
 	w.Spec.Rollout = &scribev1.Rollout{Analysis: &scribev1.Analysis{Checks: checks}}
-	res := (&controller.Checker{RoundTimeout: 200 * time.Millisecond}).Run(context.Background(), w, "v1", scribev1.ObjectIdentity{})
+	res := (&controller.Checker{Egress: testEgress(), RoundTimeout: 200 * time.Millisecond}).Run(context.Background(), w, "v1", scribev1.ObjectIdentity{})
 	if len(res) != 5 {
 		t.Fatalf("results %+v", res)
 	}

@@ -124,7 +124,7 @@ spec:
 		t.Fatal(err)
 	}
 	cluster := "error-count-" + ns
-	c := &controller.Checker{Templates: e.c}
+	c := &controller.Checker{Egress: testEgress(), Templates: e.c}
 	for _, tt := range []struct {
 		name      string
 		version   string

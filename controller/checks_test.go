@@ -62,7 +62,7 @@ func TestPrometheusCheckQueriesTheVersionUnderAnalysis(t *testing.T) {
 				{Name: "error-rate", Type: scribev1.CheckPrometheus, Address: prom.URL, Query: tt.query, Max: "0.05"},
 			}}}
 			before := len(prom.Queries())
-			res := (&controller.Checker{}).Run(context.Background(), w, tt.version, scribev1.ObjectIdentity{})
+			res := (&controller.Checker{Egress: testEgress()}).Run(context.Background(), w, tt.version, scribev1.ObjectIdentity{})
 			if len(res) != 1 || res[0].Passed != tt.passed {
 				t.Fatalf("results %+v, want passed=%v", res, tt.passed)
 			}

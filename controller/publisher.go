@@ -410,7 +410,7 @@ func (p *Publisher) forgeFor(ctx context.Context, t *Target) (gitsink.PullReques
 	if err != nil {
 		return gitsink.PullRequestOptions{}, err
 	}
-	c, err := forge.New(forge.Options{Provider: pr.Provider, RepoURL: t.Repo.Spec.Git.URL, APIURL: pr.APIURL, Token: string(s["token"])})
+	c, err := forge.New(forge.Options{Provider: pr.Provider, RepoURL: t.Repo.Spec.Git.URL, APIURL: pr.APIURL, Token: string(s["token"]), HTTPClient: p.Resolver.ForgeHTTPClient()})
 	if err != nil {
 		return gitsink.PullRequestOptions{}, &reasonError{reason: string(publish.ReasonInvalid), err: err}
 	}

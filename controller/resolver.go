@@ -3,9 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +20,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/internal/credurl"
+	"github.com/scribe-gitops/scribe/internal/egress"
 	"github.com/scribe-gitops/scribe/internal/publish"
 	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/internal/publish/ocisink"
@@ -77,9 +82,34 @@ type Resolver struct {
 	// TenantPolicy selects may put its sync objects (--applier-namespaces);
 	// nil means DefaultApplierNamespaces.
 	ApplierNamespaces []string
+	// Egress is where a Repository's registry (spec.oci, spec.git.artifacts)
+	// and forge API (spec.git.pullRequest) may be reached; the zero Policy
+	// reaches public addresses only.
+	Egress egress.Policy
 
 	mu  sync.Mutex
 	oci map[string]*ocisink.Sink // by URL and credentials
+	// transport is Egress's transport, made once (tenantTransport).
+	transport http.RoundTripper
+}
+
+// tenantTransport is the transport of the requests to a registry or a
+// forge a Repository names: connections only where Egress allows.
+func (r *Resolver) tenantTransport() http.RoundTripper {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.transport == nil {
+		r.transport = r.Egress.Transport()
+	}
+	return r.transport
+}
+
+// forgeTimeout bounds one exchange with a forge's API.
+const forgeTimeout = 30 * time.Second
+
+// ForgeHTTPClient is the client of the forge API a Repository names.
+func (r *Resolver) ForgeHTTPClient() *http.Client {
+	return &http.Client{Transport: r.tenantTransport(), Timeout: forgeTimeout}
 }
 
 // Target resolves the Repository ref names (or "default") in namespace.
@@ -287,7 +317,7 @@ func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t 
 		}
 		cfg = s[corev1.DockerConfigJsonKey]
 	}
-	sink, err := r.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, SyncIndex: true, Insecure: loopbackRegistry(o.URL)})
+	sink, err := r.ociSink(ocisink.Options{URL: o.URL, DockerConfigJSON: cfg, SyncIndex: true, Insecure: loopbackRegistry(o.URL), Transport: r.tenantTransport()})
 	if err != nil {
 		return &reasonError{reason: string(publish.ReasonInvalid), err: err}
 	}
@@ -298,12 +328,34 @@ func (r *Resolver) ociSinkFor(ctx context.Context, repo *scribev1.Repository, t 
 }
 
 // loopbackRegistry reports whether an oci:// URL names a registry on
-// loopback (127.0.0.1, localhost): the only one Scribe (and, for
-// spec.git.artifacts, Flux) may reach over plain HTTP, so that a tenant
-// cannot send a registry credential in the clear.
+// loopback (exactly localhost, or a loopback IP address, with or without a
+// port): the only one Scribe (and, for spec.git.artifacts, Flux) may reach
+// over plain HTTP, so that a tenant cannot send a registry credential in
+// the clear. A name that merely starts like one (127.0.0.1.attacker.example,
+// localhost.attacker.example) is not loopback.
 func loopbackRegistry(ociURL string) bool {
-	host := strings.TrimPrefix(ociURL, "oci://")
-	return strings.HasPrefix(host, "127.0.0.1") || strings.HasPrefix(host, "localhost")
+	rest, ok := strings.CutPrefix(ociURL, "oci://")
+	if !ok {
+		return false
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	return loopbackHost(host)
+}
+
+// loopbackHost reports whether hostport (host or host:port, an IPv6
+// address in brackets) is exactly localhost or a loopback IP address.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
+		host = hostport[1 : len(hostport)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // ociSink returns the sink of opts, built once per URL and credentials.

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
+	"github.com/scribe-gitops/scribe/internal/egress"
 	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 	"github.com/scribe-gitops/scribe/render"
 )
@@ -82,8 +83,13 @@ type Options struct {
 	RepositoryInterval time.Duration
 	// GCPProject for gke and talos clusters.
 	GCPProject string
-	// HTTPClient for analysis queries.
+	// HTTPClient for analysis queries and rollout webhooks; nil is
+	// NewAnalysisHTTPClient(Egress).
 	HTTPClient *http.Client
+	// Egress is where the URLs tenants write may lead: analysis checks,
+	// webhooks, a Repository's registry and forge API. The zero Policy
+	// reaches public addresses only (no loopback, no private range).
+	Egress egress.Policy
 	// TestkubeAPI is the address of Testkube's agent API, where the runs
 	// an agent evaluation's TestTrigger starts are read (default
 	// DefaultTestkubeAPIURL); TestkubeClient reads it (default
@@ -206,7 +212,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	p := &Publisher{
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
-		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git, Watched: opts.WatchNamespaces, ApplierNamespaces: opts.ApplierNamespaces},
+		Resolver:   &Resolver{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Git: git, Watched: opts.WatchNamespaces, ApplierNamespaces: opts.ApplierNamespaces, Egress: opts.Egress},
 		Git:        git,
 		GCPProject: opts.GCPProject,
 		Metrics:    opts.Metrics,
@@ -234,7 +240,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Publisher, error) {
 	wr := &WorkloadReconciler{
 		Publisher:   p,
 		Events:      events,
-		Checks:      &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient, Secrets: p.Resolver.Secret, Templates: mgr.GetAPIReader()},
+		Checks:      &Checker{Client: mgr.GetClient(), HTTP: opts.HTTPClient, Egress: opts.Egress, Secrets: p.Resolver.Secret, Templates: mgr.GetAPIReader()},
 		Poll:        opts.Poll,
 		WatchedPoll: opts.WatchedPoll,
 	}

@@ -194,6 +194,10 @@ func startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, newCl
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
+	// The platform's egress allowance, as a platform configures it: the
+	// tests' Prometheus, webhook receivers, registries and forges listen
+	// on 127.0.0.1, which the zero Policy never reaches.
+	opts.Egress = testEgress()
 	p, err = controller.Setup(mgr, opts)
 	if err != nil {
 		t.Fatal(err)

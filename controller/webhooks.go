@@ -4,9 +4,13 @@ package controller
 // a team's endpoints at a gate, as Flagger's webhooks are asked. What a
 // gate does with the answers is DecideRollout's (rollout_webhooks.go).
 // A webhook is written by whoever writes the Workload, so it is called
-// like an analysis check's URL: http(s) only, never a link-local address
-// nor a redirect, credentials only from a Secret bound to its URL, the
-// answer bounded in size and time, and the server's words quoted.
+// like an analysis check's URL: http(s) only, with no user info, only
+// where the platform's egress policy allows and never a redirect,
+// credentials only from a Secret bound to its URL, the answer bounded in
+// size and time and cut of every credential the request carried (the
+// Secret's headers, the signature), and the server's words quoted. The
+// webhooks of one gate together end within maxWebhookRoundTime: those
+// left when it is up fail unsent.
 
 import (
 	"bytes"
@@ -15,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,6 +32,10 @@ const (
 	// defaultWebhookTimeout and maxWebhookTimeout bound a webhook call.
 	defaultWebhookTimeout = 10 * time.Second
 	maxWebhookTimeout     = 30 * time.Second
+	// maxWebhookRoundTime bounds the webhooks of one gate together, so
+	// that many slow webhooks hold a worker no longer than two at their
+	// longest.
+	maxWebhookRoundTime = 2 * maxWebhookTimeout
 	// SignatureHeader carries the body's HMAC-SHA256 with the Secret's
 	// hmac-key, as "sha256=<hex>".
 	SignatureHeader = "X-Scribe-Signature"
@@ -76,14 +85,30 @@ func webhooksOf(w *scribev1.Workload, typ scribev1.WebhookType) (hooks []scribev
 	return hooks, index
 }
 
+// errWebhookRoundTime is why a gate's webhook round ends early.
+var errWebhookRoundTime = errors.New("the gate's webhooks ran out of time")
+
 // CallWebhooks asks w's webhooks of typ, one after the other, in the
-// order of spec.rollout.webhooks.
+// order of spec.rollout.webhooks, within the round's bound
+// (WebhookRoundTimeout): a webhook not called when it is up fails unsent.
 func (c *Checker) CallWebhooks(ctx context.Context, w *scribev1.Workload, typ scribev1.WebhookType) *WebhookRound {
 	round := &WebhookRound{Type: typ}
 	hooks, index := webhooksOf(w, typ)
+	limit := c.WebhookRoundTimeout
+	if limit <= 0 {
+		limit = maxWebhookRoundTime
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, errWebhookRoundTime)
+	defer cancel()
 	for k, h := range hooks {
 		res := WebhookResult{Name: h.Name}
-		msg, err := c.callWebhook(ctx, w, h, fmt.Sprintf("spec.rollout.webhooks[%d]", index[k]))
+		field := fmt.Sprintf("spec.rollout.webhooks[%d]", index[k])
+		if errors.Is(context.Cause(ctx), errWebhookRoundTime) {
+			res.Message = fmt.Sprintf("%s: webhook %s not called: the %s webhooks before it took the gate's %s", field, h.Name, typ, limit)
+			round.Results = append(round.Results, res)
+			continue
+		}
+		msg, err := c.callWebhook(ctx, w, h, field)
 		if err != nil {
 			res.Message = err.Error()
 		} else {
@@ -125,7 +150,9 @@ func (c *Checker) callWebhook(ctx context.Context, w *scribev1.Workload, h scrib
 	if key := e.secret["hmac-key"]; len(key) > 0 {
 		mac := hmac.New(sha256.New, key)
 		mac.Write(body)
-		req.Header.Set(SignatureHeader, "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		sum := hex.EncodeToString(mac.Sum(nil))
+		req.Header.Set(SignatureHeader, "sha256="+sum)
+		e.sent = append(e.sent, string(key), strings.TrimSpace(string(key)), sum)
 	}
 	timeout := defaultWebhookTimeout
 	if h.Timeout != nil && h.Timeout.Duration > 0 {

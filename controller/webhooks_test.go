@@ -65,7 +65,7 @@ func TestWebhooksArePostedSignedAndBounded(t *testing.T) {
 		Status: scribev1.WorkloadStatus{Phase: scribev1.WorkloadProgressing, StableVersion: "v1", CanaryVersion: "v2", Step: 0,
 			Traffic: []scribev1.VersionWeight{{Version: "v1", Weight: 90}, {Version: "v2", Weight: 10}}},
 	}
-	c := &controller.Checker{HTTP: controller.NewAnalysisHTTPClient(), Secrets: secrets(
+	c := &controller.Checker{HTTP: controller.NewAnalysisHTTPClient(testEgress()), Secrets: secrets(
 		secretFor("signing", srv.URL+"/approve", map[string]string{"hmac-key": key}),
 	)}
 	round := c.CallWebhooks(context.Background(), wl, scribev1.WebhookConfirmPromotion)
