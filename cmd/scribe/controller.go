@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/egress"
 	"github.com/scribe-gitops/scribe/internal/publish/gitsink"
 )
 
@@ -64,6 +65,10 @@ type controllerFlags struct {
 	eventsAddr              string
 	testkubeAPI             string
 	notificationsNamespace  string
+	egressAllowPrivate      bool
+	egressAllowLoopback     bool
+	egressAllowCIDRs        []string
+	egressUseProxy          bool
 	// log holds --log-encoding and --log-level, the flags of Flux's
 	// controllers (fluxcd/pkg/runtime/logger).
 	log logger.Options
@@ -98,6 +103,10 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.Lookup("log-level").Usage = "log level: trace, debug, info, warn or error; when not given, $" + envLogLevel + ", if set, decides"
 	registerKubeconfig(fl, &f.kubeconfig, "$KUBECONFIG, then the in-cluster config, then ~/.kube/config")
 	fl.StringVar(&f.eventsAddr, "events-addr", "", "also POST every Event to this address, Flux's notification-controller (http://notification-controller.flux-system.svc.cluster.local./), as Flux's controllers do")
+	fl.BoolVar(&f.egressAllowPrivate, "egress-allow-private", false, "let the URLs tenants write (analysis checks, rollout webhooks, a Repository's registry and forge API) reach private addresses: 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7, where a cluster's Services usually are. Link-local addresses and cloud metadata services are never reached")
+	fl.BoolVar(&f.egressAllowLoopback, "egress-allow-loopback", false, "let the URLs tenants write reach loopback addresses (127.0.0.0/8, ::1): the controller itself, or the machine it runs on outside a cluster")
+	fl.StringSliceVar(&f.egressAllowCIDRs, "egress-allow-cidrs", nil, "comma-separated CIDRs or addresses the URLs tenants write may reach even without --egress-allow-private or --egress-allow-loopback, e.g. 10.96.0.0/12 for the Service network only (never opens link-local or metadata addresses)")
+	fl.BoolVar(&f.egressUseProxy, "egress-use-proxy", false, "send the requests to the URLs tenants write through the proxy of HTTP_PROXY, HTTPS_PROXY and NO_PROXY (their host is resolved and checked here first); by default they go direct")
 	fl.StringVar(&f.notificationsNamespace, "notifications-namespace", "", "namespace of the notifications engine's ConfigMap "+controller.NotificationsConfigMap+" and Secret "+controller.NotificationsSecret+" (default: the pod's namespace in a cluster; none outside: no notifications)")
 }
 
@@ -132,6 +141,14 @@ notification-controller, for its Alerts and Providers; the ConfigMap
 --notifications-namespace configure Argo's notifications engine (services,
 triggers, templates), and notifications.argoproj.io/subscribe.* annotations
 on a Workload, Experiment or Pipeline subscribe to its triggers.
+
+Egress: the URLs tenants write (analysis checks, rollout webhooks, a
+Repository's registry and forge API) reach public addresses only, never
+a link-local address or a cloud metadata service, and go direct, not
+through HTTP_PROXY. --egress-allow-private, --egress-allow-loopback and
+--egress-allow-cidrs let them reach the cluster's private ranges (the
+Helm chart allows private ranges), --egress-use-proxy sends them through
+the environment's proxy.
 
 Environment:
   LOG_LEVEL                    trace, debug, info (default), warn or error;
@@ -228,6 +245,9 @@ func (f *controllerFlags) check() error {
 			problems = append(problems, fmt.Sprintf("--notifications-namespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
 		}
 	}
+	if _, err := egress.ParsePrefixes("--egress-allow-cidrs", f.egressAllowCIDRs); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if f.log.LogEncoding != "json" && f.log.LogEncoding != "console" {
 		problems = append(problems, fmt.Sprintf("--log-encoding must be json or console, not %q", f.log.LogEncoding))
 	}
@@ -308,6 +328,10 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 	if err != nil {
 		return err
 	}
+	policy, err := f.egressPolicy()
+	if err != nil {
+		return bad(err)
+	}
 	if _, err := controller.Setup(mgr, controller.Options{
 		Metrics:         m,
 		DataDir:         f.dataDir,
@@ -319,7 +343,7 @@ func runController(cmd *cobra.Command, f *controllerFlags) error {
 		Poll:            f.pollInterval,
 		WatchedPoll:     f.watchedPollInterval,
 		GCPProject:      f.gcpProject,
-		HTTPClient:      controller.NewAnalysisHTTPClient(),
+		Egress:          policy,
 		TestkubeAPI:     f.testkubeAPI,
 		TestkubeClient:  controller.NewTestkubeHTTPClient(),
 		// As in kustomize-controller: artifact URLs name source-controller's
@@ -430,4 +454,14 @@ func (f *controllerFlags) namespaces() map[string]cache.Config {
 		out[ns] = cache.Config{}
 	}
 	return out
+}
+
+// egressPolicy is where the URLs tenants write may lead, from the
+// --egress-* flags: by default public addresses only.
+func (f *controllerFlags) egressPolicy() (egress.Policy, error) {
+	cidrs, err := egress.ParsePrefixes("--egress-allow-cidrs", f.egressAllowCIDRs)
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	return egress.Policy{AllowPrivate: f.egressAllowPrivate, AllowLoopback: f.egressAllowLoopback, AllowCIDRs: cidrs, UseProxy: f.egressUseProxy}, nil
 }

@@ -84,6 +84,10 @@ func (s *Stack) InstallScribe(t *testing.T, opts InstallOptions) {
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
 		// The loop's pace: the tests wait on health polled every second.
 		"--set", "extraArgs={--poll-interval=1s}",
+		// The platform's egress allowance (the chart's default, said
+		// here): the loop's Prometheus, Gitea and receivers are on the
+		// node's bridge, a private range.
+		"--set", "egress.allowPrivate=true",
 		"--set", "logLevel=debug"}
 	for _, v := range opts.Values {
 		args = append(args, "--set", v)

@@ -58,6 +58,10 @@ func startScribe(t *testing.T, s *Stack, opts ...controller.Options) {
 		o = opts[0]
 	}
 	o.DataDir = t.TempDir()
+	// The platform's egress allowance: the loop's Gitea, registry,
+	// Prometheus and receivers listen on 127.0.0.1 and on the node's
+	// bridge (10.213.7.0/24), which the zero Policy never reaches.
+	o.Egress.AllowLoopback, o.Egress.AllowPrivate = true, true
 	if _, err := controller.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
