@@ -233,8 +233,16 @@ func TestEngineForReadsTheFluxSource(t *testing.T) {
 	if p.Engine, err = render.New(); err != nil {
 		t.Fatal(err)
 	}
+	// The platform grants its catalog: only then may it override a
+	// built-in entry, as userCatalog's demo-services does.
+	platform := Grant{CatalogSources: []scribev1.CatalogSourceReference{{Kind: "GitRepository", Namespace: "flux-system", Name: "catalog"}}}
 	repo := func(cs *scribev1.CatalogSource) *Target {
-		return &Target{Repo: &scribev1.Repository{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "lab"}, Spec: scribev1.RepositorySpec{Catalog: cs}}}
+		return &Target{Repo: &scribev1.Repository{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "lab"}, Spec: scribev1.RepositorySpec{Catalog: cs}}, Grant: platform}
+	}
+	ungranted := repo(&scribev1.CatalogSource{Kind: "GitRepository", Name: "catalog", Namespace: "flux-system", Path: "./catalog"})
+	ungranted.Grant = Grant{}
+	if _, err := p.EngineFor(context.Background(), ungranted); reasonOf(err) != ReasonNotPermitted || !strings.Contains(err.Error(), "spec.catalog") || !strings.Contains(err.Error(), "demo-services") {
+		t.Fatalf("a catalog the platform did not grant overriding demo-services: %v; want NotPermitted at spec.catalog", err)
 	}
 
 	if e, err := p.EngineFor(context.Background(), repo(nil)); err != nil || e != p.Engine {

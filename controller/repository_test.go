@@ -50,8 +50,10 @@ func TestRepositoryCatalogFromAFluxSource(t *testing.T) {
 	}
 	f.repo.Spec.Catalog = &scribev1.CatalogSource{Kind: "GitRepository", Name: "team-catalog", Path: "./catalog"}
 	f.repo.Spec.AllowedNamespaces = []string{"cache", "demo"}
-	// The platform grants the namespace those destinations.
-	f.grant(t, scribev1.TenantPolicySpec{DestinationNamespaces: []string{"cache", "demo"}})
+	// The platform grants the namespace those destinations, and vouches
+	// for the team's catalog, which overrides demo-services.
+	f.grant(t, scribev1.TenantPolicySpec{DestinationNamespaces: []string{"cache", "demo"},
+		CatalogSources: []scribev1.CatalogSourceReference{{Kind: "GitRepository", Namespace: f.ns, Name: "team-catalog"}}})
 	f.startExperimentController(t)
 	exp := hubExperiment(f.ns, "cache-test")
 	exp.Spec.Workflow = nil
