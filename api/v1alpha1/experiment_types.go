@@ -82,6 +82,7 @@ type HubObservability struct {
 	// X-Scope-OrgID.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern="^https?://"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][-+.a-zA-Z0-9]*://[^/?#]*@')",message="metricsURL must not carry user info: it is rendered into objects every reader of the Experiment sees"
 	// +optional
 	MetricsURL string `json:"metricsURL,omitempty"`
 }
@@ -320,6 +321,7 @@ type TestkubeSpec struct {
 	// provides one: it is required.
 	// +kubebuilder:validation:Pattern="^https?://[^\\s]+$"
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][-+.a-zA-Z0-9]*://[^/?#]*@')",message="judgeURL must not carry user info: it is stored in the Experiment for every reader"
 	// +required
 	JudgeURL string `json:"judgeURL"`
 
@@ -349,6 +351,8 @@ type Dataset struct {
 	// URL of the dataset: https://, which the setup step downloads (stage
 	// other stores, such as s3:// or gs://, to https first).
 	// +kubebuilder:validation:Pattern="^https://[^\\s]+$"
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][-+.a-zA-Z0-9]*://[^/?#]*@')",message="the dataset URL must not carry user info: it is stored in the Experiment for every reader"
 	// +required
 	URL string `json:"url"`
 	// Format of the dataset: jsonl or csv (the setup step reads no other).

@@ -178,7 +178,10 @@ type PullRequestSpec struct {
 	// Base is the branch pull requests target; defaults to the Git branch.
 	// +optional
 	Base string `json:"base,omitempty"`
-	// APIURL overrides the forge API endpoint (GitHub Enterprise, self-hosted GitLab or Gitea).
+	// APIURL overrides the forge API endpoint (GitHub Enterprise, self-hosted GitLab or Gitea),
+	// without user info: the token belongs in secretRef.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][-+.a-zA-Z0-9]*://[^/?#]*@')",message="spec.git.pullRequest.apiURL must not carry user info: the token belongs in spec.git.pullRequest.secretRef"
 	// +optional
 	APIURL string `json:"apiURL,omitempty"`
 	// SecretRef holds the forge API `token`.

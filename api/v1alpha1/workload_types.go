@@ -482,9 +482,11 @@ type RolloutWebhook struct {
 	// Type is the gate it is asked at.
 	// +required
 	Type WebhookType `json:"type"`
-	// URL, http or https.
+	// URL, http or https, without user info: a token there would be
+	// stored in the Workload for every reader; it belongs in secretRef.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern="^https?://"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][-+.a-zA-Z0-9]*://[^/?#]*@')",message="the webhook URL must not carry user info: credentials belong in the webhook's secretRef"
 	// +required
 	URL string `json:"url"`
 	// Timeout of a call (default 10s, at most 30s).
