@@ -196,7 +196,7 @@ func (c *Checker) templateMetrics(ctx context.Context, w *scribev1.Workload, fie
 	if err := json.Unmarshal(rawSpec, &declared); err != nil {
 		return nil, fmt.Errorf("%s %s: %s", kind, ref.TemplateName, remoteText(err.Error()))
 	}
-	values, err := templateArgs(w, declared.Args, version)
+	values, err := templateArgs(w, declared.Args, pinnedArgs(u.GetAnnotations()), version)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", kind, ref.TemplateName, err)
 	}
@@ -231,36 +231,6 @@ func (c *Checker) templateMetrics(ctx context.Context, w *scribev1.Workload, fie
 // isNoKind says err is the API server not knowing a kind.
 func isNoKind(err error) bool {
 	return strings.Contains(err.Error(), "no matches for kind")
-}
-
-// templateArgs are the values of a template's declared args: the
-// Workload's spec.rollout.analysis.args, else version, namespace and
-// workload for args of those names, else the template's default.
-func templateArgs(w *scribev1.Workload, declared []argoArg, version string) (map[string]string, error) {
-	given := map[string]string{}
-	for _, a := range w.Spec.Rollout.Analysis.Args {
-		given[a.Name] = a.Value
-	}
-	builtin := map[string]string{"version": version, "namespace": w.Namespace, "workload": w.Name}
-	values := map[string]string{}
-	for _, a := range declared {
-		if v, ok := given[a.Name]; ok {
-			values[a.Name] = v
-			continue
-		}
-		if len(a.ValueFrom) > 0 && string(a.ValueFrom) != "null" {
-			return nil, fmt.Errorf("arg %s: valueFrom is not supported; give its value in spec.rollout.analysis.args", a.Name)
-		}
-		switch v, ok := builtin[a.Name]; {
-		case a.Value != nil:
-			values[a.Name] = *a.Value
-		case ok:
-			values[a.Name] = v
-		default:
-			return nil, fmt.Errorf("arg %s has no value: give it in spec.rollout.analysis.args", a.Name)
-		}
-	}
-	return values, nil
 }
 
 // fillArgs replaces every {{args.NAME}} in a template's JSON with its

@@ -98,3 +98,51 @@ func TestDeletingAWorkloadClosesItsOpenPullRequest(t *testing.T) {
 		t.Fatalf("main (%s) holds files of the deleted Workload: %v", head, files)
 	}
 }
+
+// TestWorkloadsDeletedRightAfterCreationLeaveNothingOnMain: Workloads
+// deleted right after they are created, while the controller works on
+// them, leave none of their files (nor their sync files) on main once
+// they are gone: whatever was committed of them before the deletion is
+// followed by their removal, and nothing after it.
+func TestWorkloadsDeletedRightAfterCreationLeaveNothingOnMain(t *testing.T) {
+	f := newFixture(t)
+	f.startWithRepository(t)
+	const n = 12
+	for i := range n {
+		w := workload(f.ns, "v1")
+		w.Name = fmt.Sprintf("web-%d", i)
+		w.Spec.Rollout = nil
+		if err := f.e.c.Create(f.ctx(), w); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 2 {
+			// Some get a moment, so their first commit may land first.
+			time.Sleep(time.Duration(i*20) * time.Millisecond)
+		}
+		if err := f.e.c.Delete(f.ctx(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every Workload gone", func() (bool, string) {
+		list := &scribev1.WorkloadList{}
+		if err := f.e.c.List(f.ctx(), list, client.InNamespace(f.ns)); err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 0, fmt.Sprintf("%d left", len(list.Items))
+	})
+	// A later Workload's commit comes after anything still in flight.
+	sentinel := workload(f.ns, "v1")
+	sentinel.Name = "sentinel"
+	sentinel.Spec.Rollout = nil
+	if err := f.e.c.Create(f.ctx(), sentinel); err != nil {
+		t.Fatal(err)
+	}
+	f.waitWorkloadNamed(t, "sentinel", "the sentinel's commit", func(w *scribev1.Workload) bool { return w.Status.Revision != "" })
+	head := f.head(t)
+	for i := range n {
+		dir := fmt.Sprintf("clusters/dev/%s/workload/web-%d", f.ns, i)
+		if files := f.filesAt(t, head, dir); len(files) > 0 || f.fileAt(t, head, dir+".sync.yaml") != "" {
+			t.Errorf("main (%s) holds files of web-%d, deleted right after its creation: %v", head, i, files)
+		}
+	}
+}

@@ -82,6 +82,12 @@ func (p *Publisher) Target(ctx context.Context, namespace string, ref *scribev1.
 	return p.Resolver.Target(ctx, namespace, ref, requireReady)
 }
 
+// TargetForRemoval resolves the Repository for a custom resource's
+// removal; see Resolver.TargetForRemoval.
+func (p *Publisher) TargetForRemoval(ctx context.Context, namespace string, ref *scribev1.LocalObjectReference) (*Target, error) {
+	return p.Resolver.TargetForRemoval(ctx, namespace, ref)
+}
+
 // RenderWorkload renders a Workload for the target. With summary, a
 // render whose input is the one the memo last saw for this Workload is
 // answered from the memo (decideRender): the bundle then has no Files
@@ -350,7 +356,7 @@ func (p *Publisher) ObserveApplied(kind, commit string) {
 // next poll (see Applier.Nudge). Failures are not fatal: the applier polls
 // anyway.
 func (p *Publisher) Nudge(ctx context.Context, t *Target, sync scribev1.ObjectIdentity, syncChanged bool) {
-	if p.NoNudge {
+	if p.NoNudge || t.NoNudge {
 		return
 	}
 	if err := t.Applier.Nudge(ctx, sync, syncChanged); err != nil {

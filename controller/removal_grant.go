@@ -4,8 +4,9 @@ import "errors"
 
 // grantFor is the grant a target is resolved with: decide's, except that a
 // removal whose grant is refused by tenancy (the TenantPolicy that granted
-// the Repository what it asks was deleted or narrowed, or another one now
-// selects its namespace too) is resolved with no grant at all. A removal
+// the Repository what it asks was deleted or narrowed, another one now
+// selects its namespace too, or one that may select it cannot be
+// evaluated) is resolved with no grant at all. A removal
 // only takes the custom resource's files (and its sync file) out of its
 // Repository's branch: it installs nothing anywhere and widens nothing, so
 // a revocation must not keep the files of a deleted custom resource in
@@ -16,9 +17,15 @@ func grantFor(removal bool, decide func() (Grant, error)) (Grant, error) {
 	if err == nil || !removal {
 		return g, err
 	}
-	var re *reasonError
-	if errors.As(err, &re) && (re.reason == ReasonNotPermitted || re.reason == ReasonPolicyConflict) {
+	if isTenancyRefusal(err) {
 		return Grant{}, nil
 	}
 	return g, err
+}
+
+// isTenancyRefusal says err is the tenancy decision refusing what a
+// Repository asks: NotPermitted, PolicyConflict or PolicyInvalid.
+func isTenancyRefusal(err error) bool {
+	var re *reasonError
+	return errors.As(err, &re) && (re.reason == ReasonNotPermitted || re.reason == ReasonPolicyConflict || re.reason == ReasonPolicyInvalid)
 }

@@ -15,6 +15,7 @@ func TestARevokedGrantDoesNotHoldARemovalUp(t *testing.T) {
 	granted := Grant{Policy: "team-a", AllowedNamespaces: []string{"team-a-cache"}, ServiceAccountName: "team-a-applier"}
 	revoked := &reasonError{reason: ReasonNotPermitted, err: errors.New("spec.allowedNamespaces[0]: namespace \"team-a-cache\" is not granted")}
 	conflict := &reasonError{reason: ReasonPolicyConflict, err: errors.New("namespace team-a is selected by more than one TenantPolicy")}
+	invalid := &reasonError{reason: ReasonPolicyInvalid, err: errors.New("TenantPolicy generous: spec.namespaceSelector.matchExpressions[0]: invalid")}
 	unbound := &reasonError{reason: ReasonCredentialNotBound, err: errors.New("secret team-a/git may not be sent to https://elsewhere.example/")}
 	for _, tt := range []struct {
 		name    string
@@ -30,6 +31,8 @@ func TestARevokedGrantDoesNotHoldARemovalUp(t *testing.T) {
 		{name: "a removal goes ahead with no grant once it is revoked", removal: true, err: revoked, want: Grant{}},
 		{name: "a removal goes ahead with no grant when two policies conflict", removal: true, err: conflict, want: Grant{}},
 		{name: "a write is refused when two policies conflict", err: conflict, wantErr: ReasonPolicyConflict},
+		{name: "a removal goes ahead with no grant when a policy that may select the namespace cannot be evaluated", removal: true, err: invalid, want: Grant{}},
+		{name: "a write is refused when a policy cannot be evaluated", err: invalid, wantErr: ReasonPolicyInvalid},
 		{name: "a removal stops when the credentials are not bound", removal: true, err: unbound, wantErr: ReasonCredentialNotBound},
 		{name: "a removal stops when the cluster cannot be read", removal: true, err: errors.New("list TenantPolicies: timeout"), wantErr: "timeout"},
 	} {

@@ -33,6 +33,9 @@ const DefaultRepositoryName = "default"
 // Target is a resolved Repository: where a CR's bundle goes and who
 // applies it.
 type Target struct {
+	// NoNudge says the applier's source is not the Repository's own (a
+	// removal resolved despite it): it is never asked to reconcile.
+	NoNudge bool
 	Repo    *scribev1.Repository
 	Sink    publish.Sink
 	GitOpts *gitsink.Options
@@ -117,6 +120,18 @@ func (r *Resolver) ForgeHTTPClient() *http.Client {
 // requireReady and the Repository's access check has not passed at its
 // generation.
 func (r *Resolver) Target(ctx context.Context, namespace string, ref *scribev1.LocalObjectReference, requireReady bool) (*Target, error) {
+	return r.target(ctx, namespace, ref, requireReady, false)
+}
+
+// TargetForRemoval resolves the Repository ref names (or "default") in
+// namespace for a removal: as Target without requireReady, except that a
+// tenancy refusal (NotPermitted, PolicyConflict) does not stop it
+// (forRemoval).
+func (r *Resolver) TargetForRemoval(ctx context.Context, namespace string, ref *scribev1.LocalObjectReference) (*Target, error) {
+	return r.target(ctx, namespace, ref, false, true)
+}
+
+func (r *Resolver) target(ctx context.Context, namespace string, ref *scribev1.LocalObjectReference, requireReady, removal bool) (*Target, error) {
 	name := DefaultRepositoryName
 	if ref != nil && ref.Name != "" {
 		name = ref.Name
@@ -141,11 +156,17 @@ func (r *Resolver) Target(ctx context.Context, namespace string, ref *scribev1.L
 			return nil, &reasonError{reason: ReasonRepositoryNotReady, err: fmt.Errorf("repository %s/%s is not ready: %s", namespace, name, msg)}
 		}
 	}
-	return r.For(ctx, repo)
+	return r.forRepo(ctx, repo, removal)
 }
 
 // For resolves repo, whatever its status.
 func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target, error) {
+	return r.forRepo(ctx, repo, false)
+}
+
+// forRepo resolves repo; removal says the target only takes a custom
+// resource's files away (see grantFor).
+func (r *Resolver) forRepo(ctx context.Context, repo *scribev1.Repository, removal bool) (*Target, error) {
 	t := &Target{Repo: repo}
 	in := render.DefaultPublish()
 	if k := repo.Spec.Applier.Kind; k != "" {
@@ -166,7 +187,7 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 	}
 	// What widens a tenant's commits comes from the platform's
 	// TenantPolicy, narrowed by the Repository.
-	grant, err := r.grant(ctx, repo)
+	grant, err := grantFor(removal, func() (Grant, error) { return r.grant(ctx, repo) })
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +220,12 @@ func (r *Resolver) For(ctx context.Context, repo *scribev1.Repository) (*Target,
 		remote = repo.Spec.OCI.URL
 	}
 	if err := r.checkOwnSource(ctx, repo, in.Applier, remote); err != nil {
-		return nil, err
+		// A removal still takes the files away, and asks nothing of a
+		// source that is not the Repository's own.
+		if !removal || !isTenancyRefusal(err) {
+			return nil, err
+		}
+		t.NoNudge = true
 	}
 	t.Input = in
 	t.Applier = newApplier(r.Client, in.Applier)

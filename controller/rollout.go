@@ -97,6 +97,9 @@ type RolloutAction struct {
 // decision: its settings, then what each action it carried out in this
 // reconcile showed. A nil (or empty) observation was not made yet.
 type RolloutObservations struct {
+	// Name and Namespace are the Workload's, for the commands messages
+	// suggest (scribe promote workload NAME -n NAMESPACE).
+	Name, Namespace string
 	// Poll is how often health is re-read while a step waits.
 	Poll time.Duration
 	// WatchedPoll, when set, replaces Poll while a commit waits to be
@@ -206,7 +209,7 @@ type AnalysisRound struct {
 // commit is pushed and the commit recorded after, so a reconcile started
 // anywhere reaches the same step again and never skips or repeats one.
 func DecideRollout(spec *scribev1.WorkloadSpec, status scribev1.WorkloadStatus, obs RolloutObservations, now time.Time) (scribev1.WorkloadStatus, RolloutAction) {
-	d := &rollout{w: &scribev1.Workload{Spec: *spec, Status: *status.DeepCopy()}, obs: obs, now: now}
+	d := &rollout{w: &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Name: obs.Name, Namespace: obs.Namespace}, Spec: *spec, Status: *status.DeepCopy()}, obs: obs, now: now}
 	d.retry()
 	d.intend()
 	a := d.request()

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,35 @@ func TestRequestsOfTrustsTheVerifiedNameOnlyWhenThePolicyIsInForce(t *testing.T)
 	}
 	if (ManualRequests{By: "alice"}).PendingIn(nil) {
 		t.Error("a name without a request is pending")
+	}
+}
+
+// TestHeldRolloutsNameTheCommandThatMovesThem: the message of a rollout
+// held by spec.paused, or by a step's pause: {}, gives the command that
+// moves it with the Workload's own name and namespace.
+func TestHeldRolloutsNameTheCommandThatMovesThem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec *scribev1.WorkloadSpec
+		want string
+	}{
+		{"spec.paused", web("v1,v2", paused), "scribe resume workload web -n shop"},
+		{"a step's pause: {}", web("v1,v2", indefinitePause(1)), "scribe promote workload web -n shop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			step := int32(0)
+			if !tc.spec.Paused {
+				step = 1
+			}
+			traffic := map[int32]string{0: "v1=90,v2=10", 1: "v1=50,v2=50"}[step]
+			st, _ := DecideRollout(tc.spec, canaryAt(step, traffic, healthySince(-time.Hour)),
+				RolloutObservations{Name: "web", Namespace: "shop", Poll: poll, Rendered: rendered("d2"), Health: healthy}, t0)
+			for _, c := range st.Conditions {
+				if strings.Contains(c.Message, tc.want) {
+					return
+				}
+			}
+			t.Errorf("no condition says %q: %+v", tc.want, st.Conditions)
+		})
 	}
 }

@@ -148,7 +148,7 @@ func (r *WorkloadReconciler) fail(w *scribev1.Workload, err error) (ctrl.Result,
 // Promotion evidence goes into its commits and pull requests only when
 // trusted (DecidePipelineGate).
 func (r *WorkloadReconciler) progress(ctx context.Context, w *scribev1.Workload, patcher *statusPatcher, t *Target, trusted bool) (ctrl.Result, error) {
-	obs := RolloutObservations{Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(), Requests: r.requests(ctx, w),
+	obs := RolloutObservations{Name: w.Name, Namespace: w.Namespace, Poll: r.Poll, Analysis: r.Checks != nil, PullRequests: t.PullRequests(), Requests: r.requests(ctx, w),
 		FirstIntent: len(w.Status.Traffic) == 0 && w.Status.StableVersion == "" && w.Status.Revision == ""}
 	if r.watched[t.Applier.Kind()] {
 		obs.WatchedPoll = r.WatchedPoll

@@ -542,10 +542,13 @@ type Analysis struct {
 	// +listType=atomic
 	// +optional
 	Templates []AnalysisTemplateRef `json:"templates,omitempty"`
-	// Args fill the templates' `{{args.NAME}}`. An argument named version,
-	// namespace or workload that is not given here is the version under
-	// analysis, the Workload's namespace and its name.
+	// Args fill the templates' `{{args.NAME}}`. An argument named version
+	// that is not given here is the version under analysis; namespace and
+	// workload are always the Workload's namespace and name (or the
+	// template's default) and cannot be given, and neither can an arg the
+	// template pins with the annotation scribe.dev/pinned-args.
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(a, a.name != 'namespace' && a.name != 'workload')",message="namespace and workload are always the Workload's own and cannot be given as args"
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -948,3 +951,10 @@ type WorkloadList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Workload `json:"items"`
 }
+
+// PinnedArgsAnnotation, on an Argo Rollouts AnalysisTemplate or
+// ClusterAnalysisTemplate, names args (separated by commas, spaces or new
+// lines) a Workload's spec.rollout.analysis.args may not give: the
+// template's default, or Scribe's own value for version, is always used.
+// namespace and workload are never given by a Workload, pinned or not.
+const PinnedArgsAnnotation = "scribe.dev/pinned-args"

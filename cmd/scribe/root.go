@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/scribe-gitops/scribe/internal/termtext"
 )
 
 // Exit codes of the CLI.
@@ -81,20 +83,20 @@ func runIO(ctx context.Context, prog string, args []string, stdin io.Reader, std
 		// says so (130 for SIGINT, 143 for SIGTERM), as a shell's would.
 		var inErr interrupted
 		if errors.As(err, &inErr) {
-			_, _ = fmt.Fprintln(stderr, "Error:", err)
+			_, _ = fmt.Fprintln(stderr, "Error:", termtext.CIText(err.Error()))
 		} else {
-			_, _ = fmt.Fprintf(stderr, "Error: %v: %v\n", sig, err)
+			_, _ = fmt.Fprintf(stderr, "Error: %v: %s\n", sig, termtext.CIText(err.Error()))
 		}
 		return signalExitCode(sig.sig)
 	}
 	var ce *codeError
 	if errors.As(err, &ce) {
 		if ce.err != nil {
-			_, _ = fmt.Fprintln(stderr, "Error:", ce.err)
+			_, _ = fmt.Fprintln(stderr, "Error:", termtext.CIText(ce.err.Error()))
 		}
 		return ce.code
 	}
-	_, _ = fmt.Fprintln(stderr, "Error:", err)
+	_, _ = fmt.Fprintln(stderr, "Error:", termtext.CIText(err.Error()))
 	return exitError
 }
 
