@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,6 +187,11 @@ func (e *endpoint) do(ctx context.Context, req *http.Request) ([]byte, error) {
 func (e *endpoint) doWithin(ctx context.Context, req *http.Request, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Every header value the request carries counts as a credential (a
+	// provider's own key headers, such as Datadog's and New Relic's, and
+	// a template's literal headers, besides the Secret's), but those that
+	// carry none.
+	e = &endpoint{client: e.client, secret: e.secret, sent: append(slices.Clone(e.sent), headerValues(req.Header)...)}
 	resp, err := e.client.Do(req.WithContext(ctx))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -206,6 +212,30 @@ func (e *endpoint) doWithin(ctx context.Context, req *http.Request, timeout time
 		return nil, fmt.Errorf("the server answered %s: %s", e.redact(resp.Status), remoteText(string(body)))
 	}
 	return body, nil
+}
+
+// plainHeader says header k carries no credential: its values are not
+// cut out of answers.
+func plainHeader(k string) bool {
+	switch http.CanonicalHeaderKey(k) {
+	case "Accept", "Accept-Encoding", "Content-Type", "Content-Length", "User-Agent":
+		return true
+	}
+	return false
+}
+
+// headerValues are the values of h's headers but the plain ones.
+func headerValues(h http.Header) []string {
+	var out []string
+	for k, vs := range h {
+		if plainHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out
 }
 
 // minRedacted is the shortest credential value looked for in answers: a

@@ -98,8 +98,9 @@ func TestWebhookAnswersThatEchoCredentialsAreRedacted(t *testing.T) {
 	if !round.Results[0].OK || round.Results[1].OK {
 		t.Errorf("results %+v, want the 2xx webhook OK and the 403 one refused", round.Results)
 	}
-	if r := round.Results[2]; !strings.Contains(r.Message, `sha256=[redacted]`) {
-		t.Errorf("%s: %q, want the echoed signature shown as sha256=[redacted]", r.Name, r.Message)
+	// The whole signature header value the request carried is cut out.
+	if r := round.Results[2]; !strings.Contains(r.Message, `{\"signature\":\"[redacted]\"}`) {
+		t.Errorf("%s: %q, want the echoed signature shown as [redacted]", r.Name, r.Message)
 	}
 }
 
@@ -258,5 +259,32 @@ func TestAGatesWebhooksEndWithinTheRoundsBound(t *testing.T) {
 	defer mu.Unlock()
 	if called["/second"] != 0 || called["/third"] != 0 {
 		t.Errorf("calls %v: the webhooks after the round's bound were called", called)
+	}
+}
+
+// A provider's own key headers (Datadog's DD-API-KEY and
+// DD-APPLICATION-KEY, from the check's Secret but not as header.*) echoed
+// back by the server show in no message either: every header value a
+// request carries is cut out of its answer.
+func TestProviderKeyHeadersEchoedBackAreRedacted(t *testing.T) {
+	const apiKey, appKey = "dd-api-key-77aa55", "dd-app-key-99bb33"
+	srv := echoServer(t)
+	c := &controller.Checker{Egress: testEgress(), Secrets: secrets(
+		secretFor("datadog", srv.URL, map[string]string{"api-key": apiKey, "app-key": appKey}),
+	)}
+	w := &scribev1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
+	w.Spec.Rollout = &scribev1.Rollout{Analysis: &scribev1.Analysis{Checks: []scribev1.Check{{
+		Name: "datadog-refused", Type: scribev1.CheckDatadog, Address: srv.URL + "/refuse", Query: "avg:errors{*}", Max: "1",
+		SecretRef: &scribev1.LocalObjectReference{Name: "datadog"},
+	}}}}
+	res := c.Run(context.Background(), w, "v1", scribev1.ObjectIdentity{})
+	if len(res) != 1 || res[0].Passed {
+		t.Fatalf("results %+v, want one failed", res)
+	}
+	if found := credentialsIn(res[0].Message+" "+res[0].Value, apiKey, appKey); len(found) > 0 {
+		t.Errorf("status shows %v: %q", found, res[0].Message)
+	}
+	if !strings.Contains(res[0].Message, "403") {
+		t.Errorf("message %q, want the server's 403 (the echo reached the check)", res[0].Message)
 	}
 }

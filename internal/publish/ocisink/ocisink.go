@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -105,6 +106,13 @@ func New(opts Options) (*Sink, error) {
 	}
 	if opts.Transport == nil {
 		opts.Transport = remote.DefaultTransport
+	}
+	if !opts.Insecure {
+		// go-containerregistry falls back to plain HTTP on its own for a
+		// registry at a private IP literal or a .local name; without
+		// Insecure nothing, credentials least of all, goes in the clear
+		// but to loopback.
+		opts.Transport = httpsOnly{next: opts.Transport}
 	}
 	return &Sink{url: "oci://" + ref.String(), ref: ref, prefix: prefix, syncIndex: opts.SyncIndex, opts: opts, auth: auth, anon: auth == authn.Anonymous}, nil
 }
@@ -394,4 +402,24 @@ func cleanPrefix(p string) (string, error) {
 		return "", nil
 	}
 	return c + "/", nil
+}
+
+// httpsOnly refuses every request that is not https but to a loopback
+// registry: the registry client's own fallback to plain HTTP included.
+type httpsOnly struct{ next http.RoundTripper }
+
+func (t httpsOnly) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" && !loopbackHost(req.URL.Hostname()) {
+		return nil, fmt.Errorf("plain HTTP to registry %s refused: only a loopback registry is spoken to without TLS", req.URL.Host)
+	}
+	return t.next.RoundTrip(req)
+}
+
+// loopbackHost says host is exactly localhost or a loopback IP address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
