@@ -126,7 +126,7 @@ update-golden: ## Rewrite golden files from the current templates.
 	go test -timeout 45m ./render ./cmd/scribe ./internal/publish/gitsink -update
 
 .PHONY: bench
-bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading, 1000 Workloads at once on envtest (the controller built as the image builds it, config/admission's policies installed; SCRIBE_BENCH_ADMISSION=none leaves them out), a bystander Workload's commit latency while other tenants' largest Experiments render (SCRIBE_BENCH_LARGEST=2,4 tenants); the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.
+bench: envtest-assets ## Run Go benchmarks (render, the CLI over 50 Workloads with /usr/bin/time -v, publish, catalog loading, 1000 Workloads at once on envtest (the controller built as the image builds it, config/admission's policies installed; SCRIBE_BENCH_ADMISSION=none leaves them out), a bystander Workload's commit latency while other tenants' largest Experiments render (SCRIBE_BENCH_LARGEST=2,4 tenants) and while a tenant's workers run the worst analysis a tenant can write (SCRIBE_BENCH_HOSTILE_WORKERS=8); the first run generates a 100k-commit repository into the cache). SCRIBE_BENCH_WORKLOADS=200 for a quicker burst.
 	go test -run '^$$' -bench . -benchmem ./render/... ./internal/publish/...
 	go test -run '^$$' -bench CLIRender -benchmem ./cmd/scribe/
 	go test -run '^$$' -bench Catalog -benchmem ./controller/
