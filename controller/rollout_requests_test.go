@@ -286,14 +286,14 @@ func TestHeldRolloutsNameTheCommandThatMovesThem(t *testing.T) {
 				step = 1
 			}
 			traffic := map[int32]string{0: "v1=90,v2=10", 1: "v1=50,v2=50"}[step]
-			st, _ := DecideRollout(tc.spec, canaryAt(step, traffic, healthySince(-time.Hour)),
+			_, act := DecideRollout(tc.spec, canaryAt(step, traffic, healthySince(-time.Hour)),
 				RolloutObservations{Name: "web", Namespace: "shop", Poll: poll, Rendered: rendered("d2"), Health: healthy}, t0)
-			for _, c := range st.Conditions {
-				if strings.Contains(c.Message, tc.want) {
+			for _, m := range act.Marks {
+				if strings.Contains(m.Message, tc.want) {
 					return
 				}
 			}
-			t.Errorf("no condition says %q: %+v", tc.want, st.Conditions)
+			t.Errorf("no condition says %q: %+v", tc.want, act.Marks)
 		})
 	}
 }
