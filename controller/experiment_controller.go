@@ -176,7 +176,9 @@ func experimentOwner(ctx context.Context, o client.Object) []reconcile.Request {
 // Reconcile moves one Experiment along its phases as far as the evidence
 // read back allows.
 func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Experiment]{kind: scribev1.ExperimentKind, finalize: r.finalize, reconcile: r.reconcile, suspended: func(o *scribev1.Experiment) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe}.
+	return lifecycle[*scribev1.Experiment]{kind: scribev1.ExperimentKind, finalize: r.finalize, gone: func(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+		return r.Publisher.RemoveIfGone(ctx, scribev1.ExperimentKind, key)
+	}, reconcile: r.reconcile, suspended: func(o *scribev1.Experiment) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe}.
 		run(ctx, r.Publisher.Client, req, &scribev1.Experiment{})
 }
 

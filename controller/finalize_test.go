@@ -11,6 +11,7 @@ import (
 
 	scribev1 "github.com/scribe-gitops/scribe/api/v1alpha1"
 	"github.com/scribe-gitops/scribe/controller"
+	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
 // TestARevokedGrantStillRemovesADeletedWorkload: a Workload committed
@@ -143,6 +144,9 @@ func TestWorkloadsDeletedRightAfterCreationLeaveNothingOnMain(t *testing.T) {
 		dir := fmt.Sprintf("clusters/dev/%s/workload/web-%d", f.ns, i)
 		if files := f.filesAt(t, head, dir); len(files) > 0 || f.fileAt(t, head, dir+".sync.yaml") != "" {
 			t.Errorf("main (%s) holds files of web-%d, deleted right after its creation: %v", head, i, files)
+			dir := t.TempDir()
+			publishtest.Git(t, "", "clone", "--quiet", f.url, dir)
+			t.Logf("history:\n%s", publishtest.Git(t, dir, "log", "--format=%h %s%n%b", "--", fmt.Sprintf("clusters/dev/%s/workload/web-%d", f.ns, i)))
 		}
 	}
 }

@@ -65,6 +65,9 @@ type Publisher struct {
 	// order keeps each custom resource's commits before its removal
 	// (removals.go).
 	order publishOrder
+	// unremoved are the custom resources committed and not removed, for
+	// RemoveIfGone.
+	unremoved committedCRs
 
 	mu        sync.Mutex
 	committed map[string]time.Time // commit → when it was pushed, until read back
@@ -263,6 +266,11 @@ func (p *Publisher) Publish(ctx context.Context, t *Target, uid types.UID, c pub
 		return res, err
 	}
 	span.SetAttributes(attribute.String("scribe.revision", res.Revision), attribute.Bool("scribe.changed", res.Changed))
+	if ck := committedKey(c.Source.Kind, c.Source.Namespace, c.Source.Name); c.Delete {
+		p.unremoved.forget(ck)
+	} else if uid != "" && t.Repo != nil {
+		p.unremoved.remember(ck, committedCR{uid: uid, repo: t.Repo.Name})
+	}
 	sink := SinkGit
 	if t.OCI != nil {
 		sink = SinkOCI

@@ -61,6 +61,9 @@ type lifecycle[T object] struct {
 	// reconcile is one pass towards the desired state, with the
 	// finalizer stored. It may patch intermediate status with patcher.
 	reconcile func(ctx context.Context, obj T, patcher *statusPatcher) (ctrl.Result, error)
+	// gone runs when the object is not found (RemoveIfGone). nil: nothing
+	// runs.
+	gone func(ctx context.Context, key types.NamespacedName) (ctrl.Result, error)
 	// suspended says the object's spec.suspend is set: nothing but a
 	// deletion is carried out until it is unset (a change of the object
 	// starts a reconcile). nil: the kind cannot be suspended.
@@ -79,6 +82,9 @@ func (l lifecycle[T]) run(ctx context.Context, c client.Client, req ctrl.Request
 	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			l.observe(req.NamespacedName, nil)
+			if l.gone != nil {
+				return l.gone(ctx, req.NamespacedName)
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s %s: %w", l.kind, req.NamespacedName, err)
