@@ -176,10 +176,16 @@ func experimentOwner(ctx context.Context, o client.Object) []reconcile.Request {
 // Reconcile moves one Experiment along its phases as far as the evidence
 // read back allows.
 func (r *ExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Experiment]{kind: scribev1.ExperimentKind, finalize: r.finalize, gone: func(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
-		return r.Publisher.RemoveIfGone(ctx, scribev1.ExperimentKind, key)
-	}, reconcile: r.reconcile, suspended: func(o *scribev1.Experiment) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe}.
-		run(ctx, r.Publisher.Client, req, &scribev1.Experiment{})
+	return lifecycle[*scribev1.Experiment]{
+		kind: scribev1.ExperimentKind, finalize: r.finalize, gone: r.gone, reconcile: r.reconcile,
+		suspended: func(o *scribev1.Experiment) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe,
+	}.run(ctx, r.Publisher.Client, req, &scribev1.Experiment{})
+}
+
+// gone removes what was committed of a Experiment that went without its
+// finalize (RemoveIfGone).
+func (r *ExperimentReconciler) gone(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+	return r.Publisher.RemoveIfGone(ctx, scribev1.ExperimentKind, key)
 }
 
 // reconcile renders the Experiment into one commit and follows what is read

@@ -37,10 +37,10 @@ func namespaceMetadata() *metav1.PartialObjectMetadata {
 // under the old policy is rendered again under the new one (or stalled)
 // only if its namespace is asked again: a revocation must reach an idle
 // custom resource.
-func PolicyNamespaces(old, new *scribev1.TenantPolicy, namespaces map[string]map[string]string) []string {
+func PolicyNamespaces(before, after *scribev1.TenantPolicy, namespaces map[string]map[string]string) []string {
 	var out []string
 	for name, lbls := range namespaces {
-		if (old != nil && policyMaySelect(old, lbls)) || (new != nil && policyMaySelect(new, lbls)) {
+		if (before != nil && policyMaySelect(before, lbls)) || (after != nil && policyMaySelect(after, lbls)) {
 			out = append(out, name)
 		}
 	}
@@ -92,9 +92,9 @@ func watchTenancy(b *builder.Builder, c client.Reader, newList func() client.Obj
 // TenantPolicy event concerns (PolicyNamespaces).
 func (w tenancyWatch) policyHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-	enqueue := func(ctx context.Context, old, new client.Object, q queue) {
-		oldP, _ := old.(*scribev1.TenantPolicy)
-		newP, _ := new.(*scribev1.TenantPolicy)
+	enqueue := func(ctx context.Context, before, after client.Object, q queue) {
+		oldP, _ := before.(*scribev1.TenantPolicy)
+		newP, _ := after.(*scribev1.TenantPolicy)
 		for _, r := range w.policyRequests(ctx, oldP, newP) {
 			q.Add(r)
 		}
@@ -108,8 +108,8 @@ func (w tenancyWatch) policyHandler() handler.EventHandler {
 
 // policyRequests lists the namespaces and then the custom resources a
 // TenantPolicy change concerns.
-func (w tenancyWatch) policyRequests(ctx context.Context, old, new *scribev1.TenantPolicy) []reconcile.Request {
-	if old == nil && new == nil {
+func (w tenancyWatch) policyRequests(ctx context.Context, before, after *scribev1.TenantPolicy) []reconcile.Request {
+	if before == nil && after == nil {
 		return nil
 	}
 	list := &metav1.PartialObjectMetadataList{}
@@ -122,7 +122,7 @@ func (w tenancyWatch) policyRequests(ctx context.Context, old, new *scribev1.Ten
 	for _, ns := range list.Items {
 		namespaces[ns.Name] = ns.Labels
 	}
-	return w.requests(ctx, PolicyNamespaces(old, new, namespaces))
+	return w.requests(ctx, PolicyNamespaces(before, after, namespaces))
 }
 
 // requests lists the custom resources of namespaces in this shard.

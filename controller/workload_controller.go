@@ -105,10 +105,16 @@ func syncOwner(kind string) handler.MapFunc {
 
 // Reconcile moves one Workload one step closer to its desired state.
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return lifecycle[*scribev1.Workload]{kind: scribev1.WorkloadKind, finalize: r.finalize, gone: func(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
-		return r.Publisher.RemoveIfGone(ctx, scribev1.WorkloadKind, key)
-	}, reconcile: r.reconcile, suspended: func(o *scribev1.Workload) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe}.
-		run(ctx, r.Publisher.Client, req, &scribev1.Workload{})
+	return lifecycle[*scribev1.Workload]{
+		kind: scribev1.WorkloadKind, finalize: r.finalize, gone: r.gone, reconcile: r.reconcile,
+		suspended: func(o *scribev1.Workload) bool { return o.Spec.Suspend }, saved: r.Publisher.Metrics.Observe,
+	}.run(ctx, r.Publisher.Client, req, &scribev1.Workload{})
+}
+
+// gone removes what was committed of a Workload that went without its
+// finalize (RemoveIfGone).
+func (r *WorkloadReconciler) gone(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+	return r.Publisher.RemoveIfGone(ctx, scribev1.WorkloadKind, key)
 }
 
 // reconcile resolves the Workload's Repository and walks the rollout.

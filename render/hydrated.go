@@ -66,7 +66,7 @@ func (e *Engine) hydrateComponent(r *contract.Resolved, src *CatalogSource, dir,
 	rel, _ := s["path"].(string)
 	tenant := src != nil && src.Tenant
 	var files fs.FS = catalog.FS
-	if src != nil && src.Files != nil && !(tenant && builtin) {
+	if src != nil && src.Files != nil && (!tenant || !builtin) {
 		files = src.Files
 	}
 	params := make(map[string]string, len(r.Params))
