@@ -262,13 +262,14 @@ func startNotificationReceivers(t *testing.T, s *Stack) *receivers {
 
 // notificationsConfig writes the notifications engine's ConfigMap and
 // Secret, as an Argo CD user writes argocd-notifications-cm, in Scribe's
-// namespace: a Slack service at slackURL.
+// namespace: a Slack service at slackURL, and, as the platform allows a
+// tenant's subscriptions, the channel deploys for every namespace.
 func notificationsConfig(t *testing.T, s *Stack, slackURL string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, o := range []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.NotificationsConfigMap, Namespace: ScribeNamespace},
-			Data: map[string]string{"service.slack": "token: $slack-token\napiURL: " + slackURL + "\n"}},
+			Data: map[string]string{"service.slack": "token: $slack-token\napiURL: " + slackURL + "\n", controller.RecipientsKey: "\"*\": [slack:deploys]\n"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: controller.NotificationsSecret, Namespace: ScribeNamespace},
 			Data: map[string][]byte{"slack-token": []byte("xoxb-e2e")}},
 	} {
