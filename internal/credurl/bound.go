@@ -87,25 +87,3 @@ func climbs(u *url.URL) error {
 	}
 	return nil
 }
-
-// SameRepository reports whether a and b name the same repository path
-// (org/repo), whatever the scheme, login, host, port, case, or a trailing
-// ".git" or slash: a Flux source or Argo CD often reaches the server
-// Scribe pushes to by another name (an ssh host, an in-cluster Service).
-// A URL that cannot be parsed, or that names no path, names no
-// repository.
-func SameRepository(a, b string) bool {
-	ua, err := boundURL(a)
-	if err != nil {
-		return false
-	}
-	ub, err := boundURL(b)
-	if err != nil {
-		return false
-	}
-	key := func(u *url.URL) string {
-		p := strings.Trim(u.Path, "/")
-		return strings.ToLower(strings.TrimSuffix(p, ".git"))
-	}
-	return key(ua) != "" && key(ua) == key(ub)
-}

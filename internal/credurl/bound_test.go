@@ -65,27 +65,3 @@ func TestWithinRefusesAPrefixThatIsNotAURL(t *testing.T) {
 		}
 	}
 }
-
-func TestSameRepositoryComparesTheRepositoryPathOnly(t *testing.T) {
-	cases := []struct {
-		a, b string
-		want bool
-	}{
-		{"https://github.com/org/repo", "https://github.com/org/repo.git", true},
-		{"https://github.com/org/repo", "ssh://git@github.com/org/repo.git", true},
-		{"https://github.com/org/repo", "git@github.com:org/repo.git", true},
-		{"http://127.0.0.1:3000/team/repo.git", "http://127.0.0.1:3000/team/repo.git/", true},
-		{"https://GitHub.com/Org/Repo", "https://github.com/org/repo", true},
-		{"https://github.com/org/repo", "https://github.com/org/other", false},
-		{"http://127.0.0.1:1/acme/experiments.git", "ssh://git@git.internal/acme/experiments.git", true},
-		{"https://github.com/org/repo", "https://github.com/org/repo/sub", false},
-		{"https://github.com", "https://gitlab.com", false},
-		{"https://github.com/org/repo", "https://github.com/org/repo/../other", false},
-		{"https://github.com/org/repo", "oops", false},
-	}
-	for _, c := range cases {
-		if got := SameRepository(c.a, c.b); got != c.want {
-			t.Errorf("SameRepository(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
-		}
-	}
-}

@@ -36,8 +36,8 @@ func RemoteKey(raw string) (key string, ok bool) {
 }
 
 // SameRemote reports whether a and b reach the same repository on the
-// same server (RemoteKey): unlike SameRepository, another host, port or
-// scheme with the same path is another repository, which a tenant could
+// same server (RemoteKey): another host, port or scheme with the same
+// path is another repository, which a tenant could
 // name to borrow a source that fetches it with someone else's
 // credentials.
 func SameRemote(a, b string) bool {
