@@ -72,15 +72,14 @@ demo-down: ## Stop a loop left running by `make demo-up` (in another terminal): 
 	echo "the loop (pid $$pid) did not stop within 60 s"; exit 1
 
 .PHONY: test
-test: envtest-assets helm loop-assets $(CUE) ## Run every test: unit, golden, the hostile-input corpus, envtest integration, four fuzz targets (the CLI's two, the YAML stream reader, the commit template; FUZZ_*_EXECS inputs each), and the end-to-end loop through real Flux.
-	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" HELM="$$(hack/build-helm.sh)" go test $(GO_TEST_FLAGS) -timeout 60m $$(go list ./... | grep -v /test/e2e)
-	@# The two fuzz targets of the CLI, a short run each (their seed corpora, testdata/fuzz, already ran above as unit tests).
-	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzRenderBytes$$' -fuzztime $(FUZZ_RENDER_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
-	go test ./cmd/scribe -run '^$$' -fuzz '^FuzzWorkloadFields$$' -fuzztime $(FUZZ_FIELDS_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
-	@# The YAML stream reader and the commit-message template, fuzzed the same way.
-	go test ./internal/yamlstream -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZ_SPLIT_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
-	go test ./internal/publish/gitsink -run '^$$' -fuzz '^FuzzCommitTemplate$$' -fuzztime $(FUZZ_COMMIT_EXECS) -fuzzminimizetime $(FUZZ_MINIMIZE)
-	SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" SCRIBE_E2E=1 SCRIBE_E2E_APPLIER=$(E2E_APPLIERS) go test $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 70m ./test/e2e/
+test: node-packages $(CUE) ## Run every test, in phases with each phase's time printed (hack/test.sh): unit, envtest integration (the packages that start a kube-apiserver), four fuzz targets (the CLI's two, the YAML stream reader, the commit template; FUZZ_*_EXECS inputs each), and the end-to-end loop through real Flux and Argo CD. The loop's binaries build in the background meanwhile (cached; "build:" lines say what builds and how long it took).
+	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" GO_TEST_FLAGS="$(GO_TEST_FLAGS)" E2E_APPLIERS="$(E2E_APPLIERS)" E2E_PARALLEL="$(E2E_PARALLEL)" \
+	FUZZ_RENDER_EXECS=$(FUZZ_RENDER_EXECS) FUZZ_FIELDS_EXECS=$(FUZZ_FIELDS_EXECS) FUZZ_SPLIT_EXECS=$(FUZZ_SPLIT_EXECS) FUZZ_COMMIT_EXECS=$(FUZZ_COMMIT_EXECS) FUZZ_MINIMIZE=$(FUZZ_MINIMIZE) \
+	hack/test.sh
+
+.PHONY: test-unit
+test-unit: $(CUE) ## The quick loop: every package's unit, golden and hostile-input tests with -short (the long soak tests skip), no kube-apiserver, no fuzzing, no loop. `make test` runs everything.
+	CUE=$(CUE) SCRIBE_CRDS_DIR="$(SCRIBE_CRDS_DIR)" GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test.sh unit
 
 .PHONY: test-race
 test-race: ## Run the render engine's concurrency test (and the health verdicts) under the race detector.

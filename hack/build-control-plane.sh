@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcd and kube-apiserver (and optionally kube-controller-manager,
-# kube-scheduler) from the Go module proxy into a cache outside the repository,
-# keyed by version. A warm run returns at once.
+# kube-scheduler, kubelet, kube-proxy) from the Go module proxy into a cache
+# outside the repository, keyed by version. A warm run returns at once.
 #
 #   hack/build-control-plane.sh [extra kubernetes commands...]
 #
@@ -12,60 +12,49 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/scribe"
-BIN="$CACHE/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}"
-mkdir -p "$BIN"
 
 log() { echo "build-control-plane: $*" >&2; }
 
-staging_version="v0.${KUBE_VERSION#v1.}"
+# etcd and the Kubernetes commands are built from the loop's one throwaway
+# module, with the Flux controllers and kwok (hack/loop-module.sh says why):
+# the folder is keyed by the versions and the module's hash.
+# shellcheck source=hack/loop-module.sh
+source "$(dirname "$0")/loop-module.sh"
+BIN="$CACHE/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-m$(loop_module_id)"
+mkdir -p "$BIN"
 
+# build_kube CMD...: the missing ones in one `go build`, which compiles
+# their packages and links them two at a time.
 build_kube() {
-  local cmd="$1"
-  if [[ -x "$BIN/$cmd" ]]; then return; fi
-  local work="$CACHE/work/kubernetes-${KUBE_VERSION}"
-  mkdir -p "$work"
-  if [[ ! -f "$work/go.mod" ]]; then
-    log "preparing throwaway module for k8s.io/kubernetes ${KUBE_VERSION}"
-    local gomod
-    gomod="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    {
-      echo "module scribe.local/kubebuild"
-      echo
-      echo "go 1.26"
-      echo
-      echo "require k8s.io/kubernetes ${KUBE_VERSION}"
-      echo
-      echo "replace ("
-      # every staging module k8s.io/kubernetes replaces with a local folder
-      grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
-      echo ")"
-    } > "$work/go.mod"
-  fi
+  local cmd missing=() pkgs=()
+  for cmd in "$@"; do
+    if [[ ! -x "$BIN/$cmd" ]]; then missing+=("$cmd"); pkgs+=("k8s.io/kubernetes/cmd/$cmd"); fi
+  done
+  if [[ ${#missing[@]} == 0 ]]; then return; fi
+  local work
+  work="$(loop_module)"
   local ld="-s -w" minor
   minor="$(echo "$KUBE_VERSION" | cut -d. -f2)"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
   done
-  log "building $cmd ${KUBE_VERSION} (cold: several minutes on 2 cores)"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/$cmd.tmp.$$" "k8s.io/kubernetes/cmd/$cmd")
-  mv "$BIN/$cmd.tmp.$$" "$BIN/$cmd"
+  log "building ${missing[*]} ${KUBE_VERSION} (cold: kube-apiserver, the first, about 7 minutes on 2 cores; each other one a minute or two)"
+  local tmp="$BIN/.tmp.$$"
+  mkdir -p "$tmp"
+  (cd "$work" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$tmp/" "${pkgs[@]}")
+  for cmd in "${missing[@]}"; do mv "$tmp/$cmd" "$BIN/$cmd"; done
+  rmdir "$tmp"
 }
 
 build_etcd() {
   if [[ -x "$BIN/etcd" ]]; then return; fi
-  # etcd's server module has replace directives, so `go install` refuses it:
-  # build it from a throwaway module that requires the published modules.
-  local work="$CACHE/work/etcd-${ETCD_VERSION}"
-  mkdir -p "$work"
-  if [[ ! -f "$work/go.mod" ]]; then
-    printf 'module scribe.local/etcdbuild\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$work/go.mod"
-  fi
+  local work
+  work="$(loop_module)"
   log "building etcd ${ETCD_VERSION}"
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp.$$" go.etcd.io/etcd/server/v3)
+  (cd "$work" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp.$$" go.etcd.io/etcd/server/v3)
   mv "$BIN/etcd.tmp.$$" "$BIN/etcd"
 }
 
-# A warm cache answers at once, without waiting for another build.
 cached=1
 for b in etcd kube-apiserver "$@"; do [[ -x "$BIN/$b" ]] || cached=0; done
 if [[ $cached == 1 ]]; then
@@ -81,5 +70,5 @@ flock 9
 
 build_etcd
 build_kube kube-apiserver
-for extra in "$@"; do build_kube "$extra"; done
+if [[ $# -gt 0 ]]; then build_kube "$@"; fi
 echo "$BIN"
