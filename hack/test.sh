@@ -35,6 +35,8 @@ GO_TEST_FLAGS="${GO_TEST_FLAGS:--count=1}"
 read -r -a test_flags <<<"$GO_TEST_FLAGS"
 export CUE SCRIBE_CRDS_DIR="${SCRIBE_CRDS_DIR:-}"
 
+# fd 3: the run's own output, for the background builds' progress lines.
+exec 3>&1
 start_all=$(date +%s)
 summary=()
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
@@ -65,7 +67,7 @@ build() {
   local name="$1" s rc=0
   shift
   s=$(date +%s)
-  "$@" >"$LOGS/$name.out" 2> >(tee "$LOGS/$name.log" | grep --line-buffered -E '^[a-z-]+: (building|preparing)' | sed -u 's/^/build: /') || rc=$?
+  "$@" >"$LOGS/$name.out" 2> >(tee "$LOGS/$name.log" | grep --line-buffered -E '^[a-z-]+: (building|preparing)' | sed -u 's/^/build: /' >&3) || rc=$?
   local d=$(($(date +%s) - s))
   if [[ $rc != 0 ]]; then
     echo "build: $name FAILED (exit $rc) after $(fmt "$d"); the end of $LOGS/$name.log:"
