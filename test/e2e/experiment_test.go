@@ -312,8 +312,9 @@ func testDependsOrder(t *testing.T, applier scribev1.ApplierKind) {
 // Argo Workflows engine (stack_workflows.go), pushes the stand-ins of the
 // demo services' docker.io images and Scribe's probe (the catalog's
 // validation image, by the ghcr.io name its WorkflowTemplate gives),
-// installs Scribe by its chart and creates ns with its Repository.
-func newWorkflowLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Stack {
+// installs Scribe by its chart and creates each of namespaces with its
+// Repository.
+func newWorkflowLoop(t *testing.T, applier scribev1.ApplierKind, namespaces ...string) *Stack {
 	t.Helper()
 	skipWithoutLoop(t)
 	s := StartOpts(t, StackOptions{Applier: applier, RealNode: true, ArgoWorkflows: true})
@@ -325,8 +326,35 @@ func newWorkflowLoop(t *testing.T, applier scribev1.ApplierKind, ns string) *Sta
 		t.Fatal(err)
 	}
 	s.InstallScribe(t, InstallOptions{})
-	newNamespaceAndRepository(t, s, ns)
+	for _, ns := range namespaces {
+		newNamespaceAndRepository(t, s, ns)
+	}
 	return s
+}
+
+// The hub Experiments the real Argo Workflows engine validates on the
+// real node share one loop per applier (booting one, with Scribe installed
+// by its chart, is most of a scenario's time, and the real node serves one
+// loop at a time): each scenario has its own namespace and runs beside the
+// others (runTogether).
+const (
+	stagedNS      = "staged"
+	unvalidatedNS = "unvalidated"
+	ownedNS       = "owned"
+)
+
+// TestLoopHubExperimentsValidatedByTheEngine runs, in one loop per
+// applier: CommitsItsStagesInOrder, FailsWithItsValidationWorkflow and
+// DeletingOneOfTwoKeepsTheOther (each described at its function).
+func TestLoopHubExperimentsValidatedByTheEngine(t *testing.T) {
+	t.Parallel()
+	appliers(t, func(t *testing.T, applier scribev1.ApplierKind) {
+		s := newWorkflowLoop(t, applier, stagedNS, unvalidatedNS, ownedNS)
+		runTogether(t, s,
+			scenario{"CommitsItsStagesInOrder", testStagesInOrder},
+			scenario{"FailsWithItsValidationWorkflow", testValidationFails},
+			scenario{"DeletingOneOfTwoKeepsTheOther", testDeleteOneOfTwo})
+	})
 }
 
 // validatedExperiment delivers the demo services to the hub and validates
@@ -396,7 +424,7 @@ func logWorkflowTimes(t *testing.T, s *Stack, run *unstructured.Unstructured) {
 		run.GetName(), created.UTC().Format(time.RFC3339), started, finished, f.Sub(created), s.ProcessRSS(workflowControllerName)>>20)
 }
 
-// TestLoopHubExperimentCommitsItsStagesInOrder: a hub Experiment whose
+// testStagesInOrder (CommitsItsStagesInOrder): a hub Experiment whose
 // validation workflow's template comes from the catalog repository walks
 // its four stages commit by commit through the real applier on the real
 // node: each commit is made only after the applier applied the previous
@@ -406,14 +434,8 @@ func logWorkflowTimes(t *testing.T, s *Stack, run *unstructured.Unstructured) {
 // the real node probes the demo services' HTTP Service by its cluster DNS
 // name, and the Experiment is Complete from the engine's own Workflow
 // status (the test writes no status).
-func TestLoopHubExperimentCommitsItsStagesInOrder(t *testing.T) {
-	t.Parallel()
-	appliers(t, testStagesInOrder)
-}
-
-func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
-	ns := "staged"
-	s := newWorkflowLoop(t, applier, ns)
+func testStagesInOrder(t *testing.T, s *Stack) {
+	applier, ns := s.Applier, stagedNS
 	ctx := context.Background()
 	exp := validatedExperiment(ns, "gateway-staged", demoHTTPURL(ns, "gateway-staged"), demoHTTPURL(ns, "gateway-staged"))
 	if err := s.Client.Create(ctx, exp); err != nil {
@@ -443,7 +465,11 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 		return rev
 	}
 	seen := map[int32]string{}
-	var violations []string
+	type stageApplied struct {
+		stage         int32
+		applied, prev string
+	}
+	var later []stageApplied
 	var phases []scribev1.ExperimentPhase
 	walked := func(e *scribev1.Experiment) bool {
 		if n := len(phases); e.Status.Phase != "" && (n == 0 || phases[n-1] != e.Status.Phase) {
@@ -459,7 +485,10 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 					}
 				}
 				if got := applied(); got != prev && got != e.Status.Revision {
-					violations = append(violations, fmt.Sprintf("stage %d committed while %s had applied %.12s, not stage %d's %.12s", e.Status.Stage, applier, got, e.Status.Stage-1, prev))
+					// Checked once Complete: a later commit (another
+					// scenario's, in the shared loop) counts as stage
+					// N-1's when it descends from it.
+					later = append(later, stageApplied{stage: e.Status.Stage, applied: got, prev: prev})
 				}
 			}
 		}
@@ -481,6 +510,12 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 		pod, log := workflowPod(t, s, run)
 		t.Fatalf("the Experiment ended %s (%s), the engine's Workflow %s; its pod %s's log:\n%s\nworkflow-controller:\n%s",
 			e.Status.Phase, describeExperiment(e), phase, pod.Name, log, s.Logs(workflowControllerName, 20))
+	}
+	var violations []string
+	for _, l := range later {
+		if !appliedIncludes(t, s, l.applied, l.prev) {
+			violations = append(violations, fmt.Sprintf("stage %d committed while %s had applied %.12s, neither stage %d's %.12s nor a later commit", l.stage, applier, l.applied, l.stage-1, l.prev))
+		}
 	}
 	if len(violations) > 0 {
 		t.Fatal(strings.Join(violations, "\n"))
@@ -561,20 +596,14 @@ func testStagesInOrder(t *testing.T, applier scribev1.ApplierKind) {
 	t.Logf("%s: Experiment created → %s (commits: 1 s resolution)", applier, strings.Join(walk, ", "))
 }
 
-// TestLoopHubExperimentFailsWithItsValidationWorkflow: the same
+// testValidationFails (FailsWithItsValidationWorkflow): the same
 // Experiment, validated against a gateway address that does not answer
 // (no such Service: the cluster DNS knows no name for it). The real
 // engine runs the probe, which fails; the Workflow ends Failed in the
 // engine's status, and the Experiment ends Failed with the Workflow's own
 // message as its reason.
-func TestLoopHubExperimentFailsWithItsValidationWorkflow(t *testing.T) {
-	t.Parallel()
-	appliers(t, testValidationFails)
-}
-
-func testValidationFails(t *testing.T, applier scribev1.ApplierKind) {
-	ns := "unvalidated"
-	s := newWorkflowLoop(t, applier, ns)
+func testValidationFails(t *testing.T, s *Stack) {
+	ns := unvalidatedNS
 	ctx := context.Background()
 	exp := validatedExperiment(ns, "gateway-broken", demoHTTPURL(ns, "gateway-broken"), "http://demo-gateway.demo.svc.cluster.local")
 	if err := s.Client.Create(ctx, exp); err != nil {

@@ -23,7 +23,8 @@ import (
 	"github.com/scribe-gitops/scribe/internal/publish/publishtest"
 )
 
-// TestLoopDeletingOneOfTwoExperimentsKeepsTheOther: two hub Experiments in
+// testDeleteOneOfTwo (DeletingOneOfTwoKeepsTheOther, in
+// TestLoopHubExperimentsValidatedByTheEngine): two hub Experiments in
 // one namespace deliver the same catalog components (the demo services
 // and the gateway-validation workflow with its RBAC) through the real
 // applier, and the real Argo Workflows engine runs both validations to
@@ -33,14 +34,8 @@ import (
 // committed), and each one's Services select its own pods only. Deleting one prunes its own
 // objects and leaves the other Complete with every object it delivered
 // still in the apiserver, the shared Namespace included.
-func TestLoopDeletingOneOfTwoExperimentsKeepsTheOther(t *testing.T) {
-	t.Parallel()
-	appliers(t, testDeleteOneOfTwo)
-}
-
-func testDeleteOneOfTwo(t *testing.T, applier scribev1.ApplierKind) {
-	ns := "owned"
-	s := newWorkflowLoop(t, applier, ns)
+func testDeleteOneOfTwo(t *testing.T, s *Stack) {
+	applier, ns := s.Applier, ownedNS
 	ctx := context.Background()
 	gone, kept := "gateway-gone", "gateway-kept"
 	for _, name := range []string{gone, kept} {
