@@ -20,7 +20,8 @@ log() { echo "build-control-plane: $*" >&2; }
 # the folder is keyed by the versions and the module's hash.
 # shellcheck source=hack/loop-module.sh
 source "$(dirname "$0")/loop-module.sh"
-BIN="$CACHE/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-m$(loop_module_id)"
+loop_module_init
+BIN="$CACHE/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-m${LOOP_MODULE_ID}"
 mkdir -p "$BIN"
 
 # build_kube CMD...: the missing ones in one `go build`, which compiles

@@ -26,7 +26,8 @@ log() { echo "build-loop: $*" >&2; }
 # versions and the module's hash.
 # shellcheck source=hack/loop-module.sh
 source "$(dirname "$0")/loop-module.sh"
-BIN="$CACHE/loop-sc-${SOURCE_CONTROLLER_VERSION}-kc-${KUSTOMIZE_CONTROLLER_VERSION}-kwok-${KWOK_VERSION}-m$(loop_module_id)"
+loop_module_init
+BIN="$CACHE/loop-sc-${SOURCE_CONTROLLER_VERSION}-kc-${KUSTOMIZE_CONTROLLER_VERSION}-kwok-${KWOK_VERSION}-m${LOOP_MODULE_ID}"
 mkdir -p "$BIN"
 
 moddir() { go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'; }

@@ -70,7 +70,7 @@ loop_module_gomod() {
 # (-mod=readonly), so several may run at once.
 loop_module() {
   local gomod dir
-  gomod="$(loop_module_gomod)"
+  gomod="${LOOP_MODULE_GOMOD:-$(loop_module_gomod)}"
   dir="$CACHE/work/loop-module-$(printf '%s' "$gomod" | sha256sum | cut -c1-10)"
   if [[ -f "$dir/.settled" ]]; then
     echo "$dir"
@@ -97,8 +97,11 @@ loop_module() {
   echo "$dir"
 }
 
-# loop_module_id prints the hash that names the module (and keys the
-# binaries' cache folders), without preparing the module.
-loop_module_id() {
-  printf %s "$(loop_module_gomod)" | sha256sum | cut -c1-10
+# loop_module_init sets LOOP_MODULE_GOMOD, the module's go.mod, and
+# LOOP_MODULE_ID, the hash that names the module and keys the binaries'
+# cache folders, without preparing the module; loop_module, called after
+# it, does not read the required modules' go.mod files again.
+loop_module_init() {
+  LOOP_MODULE_GOMOD="$(loop_module_gomod)"
+  LOOP_MODULE_ID="$(printf %s "$LOOP_MODULE_GOMOD" | sha256sum | cut -c1-10)"
 }
